@@ -1,0 +1,1 @@
+"""Kafka: the embedded broker's lifecycle and the connection settings for any cluster."""

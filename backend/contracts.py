@@ -1,0 +1,152 @@
+"""The message contracts shared by replica, fleet, observer and dashboard (DESIGN.md).
+
+Plain dataclasses only: the observer must never import the replica, so everything the two
+exchange over Kafka, and the Snapshot the dashboard reads, is defined here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# ---- topics and group -------------------------------------------------------------------
+
+INPUT_TOPIC = "telemetry"
+DEFAULT_GROUP = "telemetry-summariser"
+DEFAULT_PARTITIONS = 6
+
+
+def events_topic(group: str) -> str:
+    return f"{group}.events"
+
+
+def summaries_topic(group: str) -> str:
+    """Compacted changelog of per-stream summaries, co-partitioned with the input."""
+    return f"{group}.summaries"
+
+
+def dead_letter_topic(group: str) -> str:
+    return f"{group}.dead-letters"
+
+
+# ---- input message ----------------------------------------------------------------------
+
+NUMERIC_FIELDS: tuple[str, ...] = ("speed_kmh", "rpm", "gear", "engine_temp_c", "lat", "lon")
+REQUIRED_FIELDS: tuple[str, ...] = ("stream_id", "seq", "ts", *NUMERIC_FIELDS)
+MAX_MESSAGE_BYTES = 64 * 1024  # larger values are dead-lettered as oversized
+
+
+@dataclass(frozen=True)
+class TelemetryMessage:
+    """One input record; key = stream_id, value = JSON of these fields."""
+
+    stream_id: str
+    seq: int
+    ts: int
+    speed_kmh: float
+    rpm: float
+    gear: int
+    engine_temp_c: float
+    lat: float
+    lon: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- events -----------------------------------------------------------------------------
+
+class EventType:
+    STARTED = "started"
+    ASSIGNED = "assigned"
+    REVOKED = "revoked"
+    LOST = "lost"
+    STREAM_RECEIVED = "stream_received"
+    STREAMS_REVOKED = "streams_revoked"
+    HEARTBEAT = "heartbeat"
+    STOPPED = "stopped"
+    ERROR = "error"
+    DEAD_LETTER = "dead_letter"
+
+
+@dataclass(frozen=True)
+class Event:
+    """Replica telemetry on the events topic (key = replica name)."""
+
+    ts: int
+    group: str
+    replica: str
+    type: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ts": self.ts, "group": self.group, "replica": self.replica,
+                "type": self.type, **self.fields}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        rest = {k: v for k, v in data.items() if k not in ("ts", "group", "replica", "type")}
+        return cls(ts=int(data["ts"]), group=str(data["group"]), replica=str(data["replica"]),
+                   type=str(data["type"]), fields=rest)
+
+
+# ---- snapshot (observer → dashboard, `groupscope snapshot --json`) ---------------------
+
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    client_id: str
+    host: str
+    partitions: tuple[int, ...]
+    target_partitions: tuple[int, ...] | None = None  # KIP-848 target assignment
+    alive: bool = True
+    idle: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    partition: int
+    owner: str | None  # client id of the owning member
+    committed: int | None
+    end: int
+    lag_messages: int
+    lag_seconds: float | None
+    health: str = "OK"  # OK, WARN, STALL, STOP, REWIND
+
+
+@dataclass(frozen=True)
+class StreamView:
+    stream_id: str
+    partition: int
+    owner: str | None
+
+
+@dataclass(frozen=True)
+class RebalanceView:
+    start_ms: int
+    end_ms: int | None
+    generation: int | None
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    moved: tuple[tuple[int, str | None, str | None], ...]  # (partition, from, to)
+    gap_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_ms: int
+    group: str
+    topic: str | None
+    state: str
+    protocol: str  # classic or consumer
+    assignor: str | None
+    generation: int | None
+    members: tuple[MemberView, ...]
+    partitions: tuple[PartitionView, ...]
+    streams: tuple[StreamView, ...]
+    rebalances: tuple[RebalanceView, ...]
+    health: str = "OK"
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

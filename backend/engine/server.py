@@ -1,0 +1,147 @@
+"""The embedded Spark Connect server, started from the jars inside the pyspark package."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.netutil import ensure_port_free
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_PORT = 15002
+
+
+class EngineStartError(RuntimeError):
+    pass
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+@dataclass
+class SparkConnectServer:
+    """`local[*]`, UI off, few shuffle partitions: tuned for small per-batch aggregations."""
+
+    work_dir: Path
+    port: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    driver_memory: str = "1g"
+    shuffle_partitions: int = 2
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+
+    @property
+    def remote(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return Path(self.work_dir) / "spark.log"
+
+    def command(self) -> list[str]:
+        confs = {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.connect.grpc.binding.address": self.host,
+            "spark.driver.host": self.host,
+            "spark.driver.bindAddress": self.host,
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.local.dir": str(Path(self.work_dir) / "tmp"),
+            "spark.sql.warehouse.dir": str(Path(self.work_dir) / "warehouse"),
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.work_dir}",
+        }
+        cmd = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--class", SERVER_CLASS,
+            "--master", "local[*]",
+            "--name", "groupscope-engine",
+            "--driver-memory", self.driver_memory,
+        ]
+        for key, value in confs.items():
+            cmd += ["--conf", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout: float = 120.0, warm_up: bool = True) -> SparkConnectServer:
+        ensure_port_free(self.host, self.port, "Spark Connect server")
+        Path(self.work_dir).mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=self.host)
+        env.pop("SPARK_REMOTE", None)  # the server itself must not try to be a client
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.work_dir,
+                env=env,
+                start_new_session=True,
+            )
+        self.wait_ready(timeout, warm_up)
+        return self
+
+    def wait_ready(self, timeout: float, warm_up: bool = True) -> None:
+        """Ready means a real query answers; warming up moves Spark's ≈6 s first-query cost
+        here, before any replica joins a group."""
+        from backend.engine.session import EngineUnavailable, check_engine
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                raise EngineStartError(
+                    f"Spark Connect server exited with code {self.process.returncode}; "
+                    f"last lines of {self.log_file}:\n{self._tail()}"
+                )
+            try:
+                check_engine(self.remote, warm_up=warm_up, timeout=10.0)
+                return
+            except EngineUnavailable:
+                pass
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise EngineStartError(
+                    f"Spark Connect server not ready on port {self.port} within "
+                    f"{timeout:.0f}s; see {self.log_file}:\n{self._tail()}"
+                )
+            time.sleep(0.5)
+
+    def _tail(self, lines: int = 20) -> str:
+        if not self.log_file.exists():
+            return "(no log)"
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        proc = self.process
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            except ProcessLookupError:
+                proc.wait()
+        self.process = None
+        return proc.returncode
+
+    def run_foreground(self) -> int:
+        from backend.cluster.embedded import wait_for_signal_then
+
+        self.start()
+        sys.stderr.write(f"Spark Connect ready at {self.remote} (log {self.log_file})\n")
+        return wait_for_signal_then(self.stop, self.process)
+
+    def __enter__(self) -> SparkConnectServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,67 @@
+"""Ports and condition waits shared by every process launcher."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class PortBusyError(RuntimeError):
+    """A port we were told to listen on is already taken."""
+
+    def __init__(self, host: str, port: int, what: str) -> None:
+        super().__init__(
+            f"port {port} on {host} is already in use, so the {what} cannot listen there; "
+            f"stop whatever holds it or choose another port"
+        )
+        self.port = port
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (tests use it so runs never collide)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def ensure_port_free(host: str, port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise PortBusyError(host, port, what) from exc
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(
+    check: Callable[[], T | None],
+    timeout: float,
+    interval: float = 0.1,
+    what: str = "condition",
+) -> T:
+    """Poll `check` until it returns something truthy; raise TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # the check may fail until the thing is up
+            last_exc = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_exc})" if last_exc else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)

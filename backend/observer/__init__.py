@@ -1,0 +1,1 @@
+"""The read-only group model: collect -> store -> evaluate -> publish."""

@@ -1,0 +1,1 @@
+"""The PySpark consumer: group membership, streaming context, Spark summaries, state."""

@@ -1,0 +1,107 @@
+"""Subcommands for the embedded stack: up, broker, spark, web."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from backend.cli import add_cluster_args
+from backend.paths import data_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("up", help="start broker, Spark, backend and dashboard; Ctrl-C stops all",
+                       description="Start every Procfile process in order, wait for each to "
+                                   "be ready, print the dashboard URL; Ctrl-C stops all of it.")
+    add_cluster_args(p)
+    p.add_argument("--spark-remote", help="external Spark Connect URL (env SPARK_REMOTE)")
+    p.set_defaults(func=_up)
+
+    p = sub.add_parser("broker", help="run the embedded Kafka broker in the foreground",
+                       description="Run Apache Kafka (KRaft, single node) until Ctrl-C/SIGTERM. "
+                                   "Skipped when an external cluster is configured.")
+    p.add_argument("--port", type=int, default=None, help="listener port (default 9092, "
+                   "env GROUPSCOPE_KAFKA_PORT)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="storage directory (default .groupscope/broker)")
+    p.set_defaults(func=_broker)
+
+    p = sub.add_parser("spark", help="run the embedded Spark Connect server in the foreground",
+                       description="Run a Spark Connect server (local[*]) until Ctrl-C/SIGTERM. "
+                                   "Skipped when SPARK_REMOTE points elsewhere.")
+    p.add_argument("--port", type=int, default=None,
+                   help="gRPC port (default 15002, env GROUPSCOPE_SPARK_PORT)")
+    p.set_defaults(func=_spark)
+
+    p = sub.add_parser("web", help="serve the dashboard (streamlit)",
+                       description="Serve the Streamlit dashboard on GROUPSCOPE_WEB_PORT.")
+    p.add_argument("--port", type=int, default=None, help="HTTP port (default 8501)")
+    p.set_defaults(func=_web)
+
+
+def _idle_until_signal(reason: str) -> int:
+    """Honcho stops every process when one exits, so a skipped process waits instead."""
+    import signal
+
+    print(reason, file=sys.stderr, flush=True)
+    signal.sigwait({signal.SIGINT, signal.SIGTERM}) if hasattr(signal, "sigwait") else None
+    return 0
+
+
+def _block_signals() -> None:
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from backend.cluster.embedded import EmbeddedBroker
+    from backend.stack.config import StackConfig
+
+    if os.environ.get("GROUPSCOPE_BOOTSTRAP"):
+        _block_signals()
+        return _idle_until_signal("external Kafka configured: no embedded broker started")
+    cfg = StackConfig.from_env()
+    broker = EmbeddedBroker(args.data_dir or data_dir() / "broker",
+                            port=args.port or cfg.kafka_port)
+    return broker.run_foreground()
+
+
+def _spark(args: argparse.Namespace) -> int:
+    from backend.engine.server import SparkConnectServer
+    from backend.stack.config import StackConfig
+
+    cfg = StackConfig.from_env()
+    if cfg.external_spark:
+        _block_signals()
+        return _idle_until_signal(f"SPARK_REMOTE={cfg.spark_remote}: no embedded Spark started")
+    server = SparkConnectServer(data_dir() / "spark", port=args.port or cfg.spark_port)
+    return server.run_foreground()
+
+
+def _web(args: argparse.Namespace) -> int:
+    from backend.stack.config import StackConfig
+    from backend.stack.procfile import REPO_ROOT
+
+    port = args.port or StackConfig.from_env().web_port
+    app = REPO_ROOT / "dashboard" / "app.py"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app),
+           f"--server.port={port}", "--server.headless=true",
+           "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
+    os.execv(sys.executable, cmd)
+    return 0  # not reached
+
+
+def _up(args: argparse.Namespace) -> int:
+    from backend.stack.launcher import StackLauncher
+
+    if args.bootstrap:
+        os.environ["GROUPSCOPE_BOOTSTRAP"] = args.bootstrap
+    if args.kafka_config:
+        os.environ["GROUPSCOPE_KAFKA_CONFIG"] = str(Path(args.kafka_config).resolve())
+    if args.spark_remote:
+        os.environ["SPARK_REMOTE"] = args.spark_remote
+    return StackLauncher().run()

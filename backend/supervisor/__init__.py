@@ -1,0 +1,1 @@
+"""Replica process control and the control API."""
