@@ -5,7 +5,6 @@ Group settings are lowered for demos so a crashed member is noticed in seconds.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from backend.cluster.jars import KAFKA_VERSION, kafka_classpath
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import ensure_port_free, free_port
+from backend.proc import die_with_parent
 
 # Broker settings that make rebalances visible in a workshop instead of after 45 s.
 DEMO_GROUP_SETTINGS: dict[str, str] = {
@@ -170,7 +170,7 @@ class EmbeddedBroker:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                preexec_fn=die_with_parent(),
             )
         (self.data_dir / "broker.pid").write_text(str(self.process.pid))
         self.wait_ready(timeout)
@@ -216,7 +216,7 @@ class EmbeddedBroker:
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                proc.kill()
                 proc.wait()
         self.process = None
         (self.data_dir / "broker.pid").unlink(missing_ok=True)

@@ -92,7 +92,8 @@ def _retrieve(version: str, lib: Path, quiet: bool) -> None:
         )
     if not quiet:
         count = len(list(lib.glob("*.jar")))
-        sys.stderr.write(f"{chr(13) if sys.stderr.isatty() else chr(10)}Kafka {version}: {count} jars cached in {lib}{' ' * 20}\n")
+        lead = "\r" if sys.stderr.isatty() else "\n"
+        sys.stderr.write(f"{lead}Kafka {version}: {count} jars cached in {lib}{' ' * 20}\n")
 
 
 def _progress(ivy_cache: Path, version: str, done: threading.Event) -> None:
@@ -102,8 +103,7 @@ def _progress(ivy_cache: Path, version: str, done: threading.Event) -> None:
     while not done.wait(0.5 if tty else 5.0):
         size = sum(f.stat().st_size for f in ivy_cache.rglob("*.jar")) if ivy_cache.exists() else 0
         phase = "downloading" if size else "resolving dependencies"
-        sys.stderr.write(
-            f"{chr(13) if tty else ''}Kafka {version} jars (about 45 MB, once): {phase}, "
-            f"{size / 1e6:5.1f} MB, {time.monotonic() - start:4.0f}s{'' if tty else chr(10)}"
-        )
+        line = (f"Kafka {version} jars (about 45 MB, once): {phase}, "
+                f"{size / 1e6:5.1f} MB, {time.monotonic() - start:4.0f}s")
+        sys.stderr.write(f"\r{line}" if tty else f"{line}\n")
         sys.stderr.flush()

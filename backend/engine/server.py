@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.netutil import ensure_port_free
+from backend.proc import die_with_parent
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -82,7 +82,7 @@ class SparkConnectServer:
                 stdin=subprocess.DEVNULL,
                 cwd=self.work_dir,
                 env=env,
-                start_new_session=True,
+                preexec_fn=die_with_parent(),
             )
         self.wait_ready(timeout, warm_up)
         return self
@@ -122,13 +122,11 @@ class SparkConnectServer:
         if proc is None:
             return None
         if proc.poll() is None:
+            proc.terminate()
             try:
-                os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            except ProcessLookupError:
+                proc.kill()
                 proc.wait()
         self.process = None
         return proc.returncode

@@ -5,6 +5,7 @@ The same code runs against a real cluster's Connect endpoint; nothing here start
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -66,7 +67,5 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
     except Exception as exc:
         raise EngineUnavailable(f"Spark at {url} failed a test query: {exc}") from exc
     finally:
-        try:
+        with contextlib.suppress(Exception):
             session.stop()
-        except Exception:
-            pass
