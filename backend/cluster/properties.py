@@ -22,7 +22,8 @@ def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
             continue
         match = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", line)
         if not match or not _KEY.match(match.group(1)):
-            shown = line if not SECRET_KEY.search(line) else line.split("=", 1)[0] + "=***"
+            head = re.split(r"[\s=:]", line, maxsplit=1)[0]
+            shown = f"{head} ***" if SECRET_KEY.search(line) else line
             raise KafkaConfigError(
                 f"{source}:{number}: expected 'key=value', got {shown!r}"
             )
