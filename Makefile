@@ -1,0 +1,38 @@
+# Two entry points (see README): `make demo` and `make test`. Everything else is set-up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup jars lint unit bench clean
+
+demo: setup jars
+	$(BIN)/groupscope up
+
+test: setup jars
+	$(BIN)/ruff check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "groupscope needs Python >= 3.11 (found $$($(PYTHON) --version))"; exit 1; }
+	@command -v java >/dev/null || { echo "groupscope needs Java 17 (java not on PATH)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+# Kafka's jars by Maven coordinates into the user's cache (once; offline afterwards).
+jars: setup
+	@$(BIN)/python -c 'from backend.cluster.jars import kafka_classpath; kafka_classpath()'
+
+lint: setup
+	$(BIN)/ruff check .
+
+unit: setup
+	$(BIN)/pytest -m "not broker and not spark and not browser" $(PYTEST_ARGS)
+
+clean:
+	rm -rf .groupscope test-artifacts .pytest_cache
