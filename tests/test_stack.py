@@ -1,0 +1,96 @@
+"""Issue 2 acceptance: `groupscope up` serves the dashboard and Ctrl-C leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from backend.cli import build_parser
+from backend.netutil import free_port, wait_until
+
+EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "produce", "replica", "backend", "ctl",
+                     "snapshot", "groups"}
+
+
+def _processes_with_marker(marker: str) -> list[int]:
+    """Every live process whose environment carries `marker` (children inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().split(") ", 1)[1][0]
+        except OSError:
+            continue
+        if marker.encode() in env and state != "Z":
+            found.append(int(entry.name))
+    found = [p for p in found if p != os.getpid()]
+    return found
+
+
+def test_help_lists_every_subcommand_and_each_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert EXPECTED_COMMANDS <= set(sub.choices)
+    out = subprocess.run([sys.executable, "-m", "backend.cli", "--help"],
+                         capture_output=True, text=True, timeout=60).stdout
+    for name in EXPECTED_COMMANDS:
+        assert name in out
+        result = subprocess.run([sys.executable, "-m", "backend.cli", name, "--help"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert f"groupscope {name}" in result.stdout
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path):
+    marker = f"GROUPSCOPE_TEST_MARKER={uuid.uuid4().hex}"
+    web_port = free_port()
+    env = dict(
+        os.environ,
+        GROUPSCOPE_DATA=str(tmp_path / "data"),
+        GROUPSCOPE_KAFKA_PORT=str(free_port()),
+        GROUPSCOPE_SPARK_PORT=str(free_port()),
+        GROUPSCOPE_WEB_PORT=str(web_port),
+        GROUPSCOPE_TEST_MARKER=marker.split("=", 1)[1],
+    )
+    for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "SPARK_REMOTE"):
+        env.pop(key, None)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli", "up"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        text=True, start_new_session=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
+                   timeout=240, what="`groupscope up` to report ready")
+        assert up.poll() is None, "".join(lines)
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/_stcore/health", timeout=5) as r:
+            assert r.read().decode().strip() == "ok"
+        assert any(f"http://localhost:{web_port}" in line for line in lines)
+        assert len(_processes_with_marker(marker)) >= 4  # up, broker, spark, backend, web …
+
+        up.send_signal(signal.SIGINT)  # what Ctrl-C delivers
+        assert up.wait(90) in (0, 130)
+        reader.join(10)
+        wait_until(lambda: not _processes_with_marker(marker), timeout=30,
+                   what="every process of the stack to exit")
+        assert any("groupscope stopped" in line for line in lines)
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+        for pid in _processes_with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
