@@ -1,0 +1,30 @@
+"""groupscope dashboard entry point: `streamlit run dashboard/app.py` (the `web` process).
+
+Only navigation and page chrome live here; each page is a module under dashboard/pages and
+reads shared pollers (dashboard/pollers.py), so nothing here talks to Kafka directly.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:  # streamlit puts dashboard/ on sys.path, not the repo root
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from dashboard.theme import CSS  # noqa: E402
+
+st.set_page_config(page_title="groupscope", page_icon=":material/hub:", layout="wide")
+st.html(CSS)
+
+_PAGES = Path(__file__).resolve().parent / "pages"
+
+pages = [
+    st.Page(_PAGES / "status.py", title="Status", icon=":material/monitor_heart:",
+            url_path="status", default=True),
+]
+
+st.navigation(pages, position="top").run()

@@ -1,0 +1,29 @@
+"""Status page: is the broker up, is Spark up, which topics and groups exist (issue 2, item 8).
+
+Every check is real and bounded in time; it runs on a shared poller thread, and this page only
+renders the latest reading, refreshing itself so an error clears once the cluster is back.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.checks import ClusterTarget
+from dashboard.pollers import cluster_poller, engine_poller
+from dashboard.views.status import render_status
+
+st.title("Cluster status")
+
+
+@st.fragment(run_every=2.0)
+def _panel() -> None:
+    target = ClusterTarget.from_env()
+    from backend.engine.session import spark_remote
+
+    remote = spark_remote()
+    cluster = cluster_poller(target).latest(wait_s=5.0)
+    engine = engine_poller(remote).latest(wait_s=5.0)
+    render_status(target, cluster, remote, engine)
+
+
+_panel()

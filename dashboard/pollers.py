@@ -1,0 +1,158 @@
+"""Background pollers shared by every browser tab.
+
+Streamlit reruns page code once per tab per refresh; talking to Kafka or Spark from there
+would multiply the load by the number of viewers and block renders on a slow cluster. So a
+single daemon thread per probe does the work and page code only reads its latest result.
+
+Rules kept here: the threads never call `st.*`; results are immutable and swapped under a lock;
+a poller nobody has read for `idle_stop_s` lets its thread end (a Watch page closed hours ago
+costs nothing) and restarts on the next read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Reading(Generic[T]):
+    """One probe outcome: a value, or the one-line error that replaced it."""
+
+    value: T | None
+    error: str | None
+    taken_at: float  # time.time() when the probe finished
+    duration_s: float
+    last_ok: T | None = None  # the last good value, so a page can show stale data greyed out
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def age_s(self, now: float | None = None) -> float:
+        return max(0.0, (now or time.time()) - self.taken_at)
+
+
+def one_line(exc: BaseException) -> str:
+    """Errors shown on a page: the first line, with the exception type only when it helps."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:500]
+
+
+class Poller(Generic[T]):
+    """Run `probe` every `interval_s` on one daemon thread; readers get the latest Reading."""
+
+    def __init__(self, name: str, probe: Callable[[], T], interval_s: float,
+                 idle_stop_s: float = 120.0) -> None:
+        self.name = name
+        self._probe = probe
+        self.interval_s = interval_s
+        self.idle_stop_s = idle_stop_s
+        self._lock = threading.Lock()
+        self._reading: Reading[T] | None = None
+        self._first = threading.Event()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_read = time.monotonic()
+
+    # -- reader side (Streamlit script threads) --------------------------------------------
+    def latest(self, wait_s: float = 0.0) -> Reading[T] | None:
+        """The newest Reading; on the very first read, wait up to `wait_s` for one to exist."""
+        self._last_read = time.monotonic()
+        self.ensure_running()
+        if wait_s > 0 and not self._first.is_set():
+            self._first.wait(wait_s)
+        with self._lock:
+            return self._reading
+
+    def poll_now(self) -> None:
+        """Ask for a probe as soon as possible (after a control action, say)."""
+        self.ensure_running()
+        self._wake.set()
+
+    def ensure_running(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name=f"poller:{self.name}",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self, join_s: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(join_s)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- poller thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._once()
+            if time.monotonic() - self._last_read > self.idle_stop_s:
+                return  # nobody is looking; the next latest() restarts us
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+
+    def _once(self) -> None:
+        started = time.monotonic()
+        try:
+            value: T | None = self._probe()
+            error = None
+        except Exception as exc:  # any failure is shown in place and retried next tick
+            value, error = None, one_line(exc)
+        with self._lock:
+            previous = self._reading
+            last_ok = value if error is None else (previous.last_ok if previous else None)
+            self._reading = Reading(value, error, time.time(), time.monotonic() - started,
+                                    last_ok)
+        self._first.set()
+
+
+# ---- shared instances (one per process, for every tab) -------------------------------------
+# Streamlit's cache_resource holds one object per argument tuple for the whole server process;
+# on_release stops the thread when an entry is evicted or the cache is cleared.
+
+def _release(poller: Poller) -> None:
+    poller.stop(join_s=0.0)
+
+
+def cluster_poller(target: object, interval_s: float = 2.0) -> Poller:
+    return _cluster_poller(target, interval_s)
+
+
+def engine_poller(remote: str, interval_s: float = 10.0) -> Poller:
+    return _engine_poller(remote, interval_s)
+
+
+def _cached(func: Callable) -> Callable:
+    import streamlit as st
+
+    return st.cache_resource(show_spinner=False, max_entries=16, on_release=_release)(func)
+
+
+@_cached
+def _cluster_poller(target: object, interval_s: float) -> Poller:
+    from dashboard.checks import ClusterTarget, probe_cluster
+
+    assert isinstance(target, ClusterTarget)
+    return Poller(f"cluster:{target.bootstrap or 'env'}", lambda: probe_cluster(target),
+                  interval_s)
+
+
+@_cached
+def _engine_poller(remote: str, interval_s: float) -> Poller:
+    from dashboard.checks import probe_engine
+
+    return Poller(f"engine:{remote}", lambda: probe_engine(remote), interval_s)
