@@ -94,3 +94,14 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path):
             os.killpg(up.pid, signal.SIGKILL)
         for pid in _processes_with_marker(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_procfile_lists_the_design_process_types_and_honcho_accepts_it():
+    from backend.stack.procfile import REPO_ROOT, read_procfile
+
+    assert [p.name for p in read_procfile()] == ["broker", "spark", "backend", "web"]
+    honcho = Path(sys.executable).parent / "honcho"
+    result = subprocess.run([str(honcho), "check"], cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "broker, spark, backend, web" in result.stderr + result.stdout
