@@ -112,6 +112,8 @@ def _describe(admin: AdminClient, names: list[str]) -> dict[str, tuple[int, int]
         topic = md.topics.get(name)
         if topic is None or topic.error is not None or not topic.partitions:
             continue
+        if any(p.leader < 0 or p.error is not None for p in topic.partitions.values()):
+            continue  # just created or grown: not usable until every partition has a leader
         replication = min(len(p.replicas) for p in topic.partitions.values())
         found[name] = (len(topic.partitions), replication)
     return found

@@ -1,0 +1,128 @@
+"""`groupscope produce`: run the car fleet in the foreground, with a progress line per second."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import time
+from types import FrameType
+
+from backend.cli import UserError, add_cluster_args
+from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
+from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    if text.lower() in ("max", "unlimited", "inf"):
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected msg/s or 'max', got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"rate must be > 0 msg/s (or 'max'), got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"duration must be > 0 s, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "produce", help="run the car fleet simulator (keyed telemetry, murmur2)",
+        description="Produce telemetry for N cars (streams car-01, car-02, …; key = stream id, "
+                    "murmur2 partitioner) at a total rate. Each stream's seq resumes from the "
+                    "topic. Creates the topic if missing. Ctrl-C flushes and exits.")
+    add_cluster_args(p)
+    p.add_argument("--topic", default=INPUT_TOPIC, help=f"input topic (default {INPUT_TOPIC})")
+    p.add_argument("--streams", type=_positive_int, default=DEFAULT_STREAMS,
+                   help=f"number of cars (default {DEFAULT_STREAMS})")
+    p.add_argument("--rate", type=_rate, default=DEFAULT_RATE,
+                   help=f"total msg/s, or 'max' (default {DEFAULT_RATE:g})")
+    p.add_argument("--partitions", type=_positive_int, default=DEFAULT_PARTITIONS,
+                   help=f"partitions if the topic is created (default {DEFAULT_PARTITIONS})")
+    p.add_argument("--replication", type=_positive_int, default=1,
+                   help="replication factor if the topic is created (default 1)")
+    p.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
+    p.add_argument("--count", type=_positive_int, metavar="N", help="stop after N messages")
+    p.set_defaults(func=_produce)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from backend.cluster.settings import resolve_settings
+    from backend.cluster.topics import TopicError, ensure_input_topic
+    from backend.fleet.recovery import RecoveryError
+    from backend.fleet.simulator import FleetSimulator
+
+    settings = resolve_settings(args.bootstrap, args.kafka_config)
+    settings.check_reachable(timeout=10.0)
+    try:
+        info = ensure_input_topic(settings, args.topic, args.partitions, args.replication)
+    except TopicError as exc:
+        raise UserError(str(exc)) from None
+    rate = "max" if math.isinf(args.rate) else f"{args.rate:g} msg/s"
+    print(f"producing to {info.name} ({info.partitions} partitions) on {settings.describe()}: "
+          f"{args.streams} streams at {rate}; Ctrl-C to stop", flush=True)
+
+    sim = FleetSimulator(settings, args.topic, streams=args.streams, rate=args.rate,
+                         limit=args.count)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        sim.start()
+    except RecoveryError as exc:
+        raise UserError(str(exc)) from None
+    resumed = sim.stats().resumed_from
+    if any(resumed.values()):
+        print(f"resuming streams from seq {min(resumed.values())}..{max(resumed.values())}",
+              flush=True)
+    started = time.monotonic()
+    interrupted = unexpected = False
+    try:
+        while True:
+            if not sim.running:
+                unexpected = args.count is None or not sim.wait_finished(0)
+                break
+            if args.duration is not None and time.monotonic() - started >= args.duration:
+                break
+            sim.wait_finished(timeout=1.0)
+            st = sim.stats()
+            print(f"  {time.monotonic() - started:6.1f} s  {st.delivered:9d} delivered  "
+                  f"{st.rate:8.1f} msg/s  queued {st.queued}", flush=True)
+            if st.last_error:
+                print(f"  warning: {st.last_error}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the flush
+        final = sim.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    seqs = final.next_seq.values()
+    print(f"{'interrupted' if interrupted else 'done'}: {final.delivered} messages delivered to "
+          f"{final.topic} for {final.streams} streams (next seq {min(seqs)}..{max(seqs)}), "
+          f"{final.failed} failed", flush=True)
+    if final.last_error:
+        print(f"warning: {final.last_error}", file=sys.stderr)
+    return 1 if final.failed or unexpected else 0
