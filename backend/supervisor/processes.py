@@ -1,0 +1,482 @@
+"""Replica child processes: spawn, kill (SIGKILL), stop (SIGTERM), restart, scale, reap.
+
+Why it is built this way:
+- Each replica runs in its own session / process group, so a kill takes the replica's own
+  children with it and a Ctrl-C in the supervisor's terminal is not delivered to them twice.
+- Every child is spawned by one long-lived "spawner" thread through a tiny exec shim that
+  sets PR_SET_PDEATHSIG. Linux sends that signal when the *thread* that forked the child
+  exits, so spawning from short-lived HTTP request threads would kill replicas at random;
+  the shim (instead of a preexec_fn) avoids running Python code between fork and exec in a
+  process full of threads (librdkafka, HTTP server, simulator).
+- One waiter thread per child waits with WNOWAIT first, so the exit is observed while the
+  pid is still a zombie (it cannot be reused yet); then, under the pool lock, leftovers of
+  its process group are killed and the zombie is reaped. Signals are only ever sent under
+  the same lock to a child not yet reaped, so a recycled pid is never hit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+from backend.supervisor.models import PROTOCOL_ASSIGNORS, ReplicaInfo, ReplicaOptions
+from backend.supervisor.names import colour_for, next_free_name
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_MAX_REPLICAS = 64
+DEFAULT_STOP_GRACE = 20.0
+
+# Runs in the child between fork and the replica: ask for SIGKILL when the spawning thread
+# dies, give up if the parent is already gone, then become the replica.
+_SHIM = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL),0,0,0)\n"
+    "os.getppid()==int(sys.argv[1]) or os._exit(70)\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
+)
+
+
+def default_replica_command() -> tuple[str, ...]:
+    """`groupscope replica` run with this interpreter, whether or not the script is installed."""
+    return (sys.executable, "-m", "backend.cli", "replica")
+
+
+class PoolError(Exception):
+    """A request the pool refuses; `status` is the HTTP status the API answers with."""
+
+    status = 409
+
+
+class UnknownReplica(PoolError):
+    status = 404
+
+
+class InvalidRequest(PoolError):
+    status = 400
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Everything a replica needs besides its name and options."""
+
+    group: str
+    topic: str
+    bootstrap: str
+    kafka_config: str | None = None
+    spark_remote: str | None = None
+    command: tuple[str, ...] = field(default_factory=default_replica_command)
+    extra_args: tuple[str, ...] = ()
+    log_dir: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    stop_grace: float = DEFAULT_STOP_GRACE
+
+    def argv(self, name: str, options: ReplicaOptions) -> list[str]:
+        args = [*self.command, "--id", name, "--group", self.group, "--topic", self.topic,
+                "--protocol", options.protocol, "--assignor", options.assignor,
+                "--bootstrap", self.bootstrap]
+        if options.exactly_once:
+            args.append("--exactly-once")
+        if self.kafka_config:
+            args += ["--kafka-config", str(Path(self.kafka_config).resolve())]
+        if self.spark_remote:
+            args += ["--spark-remote", self.spark_remote]
+        return [*args, *self.extra_args]
+
+
+def validate_options(options: ReplicaOptions) -> None:
+    if options.protocol not in PROTOCOL_ASSIGNORS:
+        raise InvalidRequest(f"unknown protocol {options.protocol!r}; "
+                             f"choose one of {', '.join(PROTOCOL_ASSIGNORS)}")
+    allowed = PROTOCOL_ASSIGNORS[options.protocol]
+    if options.assignor not in allowed:
+        raise InvalidRequest(f"assignor {options.assignor!r} does not work with the "
+                             f"{options.protocol} protocol; choose one of {', '.join(allowed)}")
+    if not isinstance(options.exactly_once, bool):
+        raise InvalidRequest("exactly_once must be true or false")
+
+
+@dataclass(eq=False)
+class ReplicaProcess:
+    """The supervisor's record of one replica process (mutable; guarded by the pool lock)."""
+
+    name: str
+    options: ReplicaOptions
+    popen: Any
+    started_at: float
+    log_file: Path | None
+    restarts: int = 0
+    crashes: int = 0
+    state: str = "running"
+    intent: str | None = None  # kill | stop | restart | shutdown: why it is going away
+    ended_at: float | None = None
+    returncode: int | None = None
+    forced: bool = False
+    reaped: bool = False
+    timer: threading.Timer | None = None
+    waiter: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def alive(self) -> bool:
+        return not self.reaped
+
+    def info(self) -> ReplicaInfo:
+        sig = None
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                sig = signal.Signals(-self.returncode).name
+            except ValueError:
+                sig = f"signal {-self.returncode}"
+        return ReplicaInfo(
+            name=self.name, colour=colour_for(self.name), state=self.state, pid=self.pid,
+            started_at=self.started_at, ended_at=self.ended_at, returncode=self.returncode,
+            exit_signal=sig, protocol=self.options.protocol, assignor=self.options.assignor,
+            exactly_once=self.options.exactly_once, restarts=self.restarts,
+            crashes=self.crashes, forced=self.forced,
+            log_file=str(self.log_file) if self.log_file else None,
+        )
+
+
+class _Spawner:
+    """One long-lived thread that forks every child (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._queue: Queue[tuple[Callable[[], Any], Future] | None] = Queue()
+        self._thread = threading.Thread(target=self._run, name="replica-spawner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, fut = item
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:
+                    fut.set_exception(exc)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        if threading.current_thread() is self._thread:
+            return fn()
+        fut: Future = Future()
+        self._queue.put((fn, fut))
+        return fut.result()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class ReplicaPool:
+    """Owns the replica processes of one group. Every public method is thread-safe."""
+
+    def __init__(self, config: LaunchConfig, options: ReplicaOptions | None = None,
+                 max_replicas: int = DEFAULT_MAX_REPLICAS,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.config = config
+        self._options = options or ReplicaOptions()
+        validate_options(self._options)
+        self.max_replicas = max_replicas
+        self._on_event = on_event
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._records: dict[str, ReplicaProcess] = {}
+        self._recent: deque[dict[str, Any]] = deque(maxlen=50)
+        self._closing = False
+        self._spawner = _Spawner()
+        if config.log_dir:
+            Path(config.log_dir).mkdir(parents=True, exist_ok=True)
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    @property
+    def options(self) -> ReplicaOptions:
+        with self._lock:
+            return self._options
+
+    def replicas(self) -> list[ReplicaInfo]:
+        """Live replicas first (oldest first), then the ones that ended (newest first)."""
+        with self._lock:
+            recs = list(self._records.values())
+        live = sorted((r for r in recs if r.alive), key=lambda r: r.started_at)
+        dead = sorted((r for r in recs if not r.alive), key=lambda r: -(r.ended_at or 0))
+        return [r.info() for r in (*live, *dead)]
+
+    def get(self, name: str) -> ReplicaInfo:
+        with self._lock:
+            return self._record(name).info()
+
+    def live_names(self) -> list[str]:
+        return [r.name for r in self.replicas() if r.alive]
+
+    def active_count(self) -> int:
+        """Replicas that are running or coming back (restarting), not those going away."""
+        with self._lock:
+            return len(self._active())
+
+    def recent(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._recent)
+
+    # ---- actions ---------------------------------------------------------------------------
+
+    def set_options(self, protocol: str | None = None, assignor: str | None = None,
+                    exactly_once: bool | None = None) -> ReplicaOptions:
+        """Options for replicas started from now on; running ones keep theirs."""
+        with self._lock:
+            new = self._options
+            if protocol is not None:
+                new = replace(new, protocol=protocol)
+                if assignor is None and new.assignor not in PROTOCOL_ASSIGNORS.get(protocol, ()):
+                    new = replace(new, assignor=PROTOCOL_ASSIGNORS.get(protocol, ("",))[0])
+            if assignor is not None:
+                new = replace(new, assignor=assignor)
+            if exactly_once is not None:
+                new = replace(new, exactly_once=exactly_once)
+            validate_options(new)
+            self._options = new
+            return new
+
+    def start(self) -> ReplicaInfo:
+        """Start one more replica under the first free name."""
+        with self._lock:
+            self._check_open()
+            if len(self._live()) >= self.max_replicas:
+                raise PoolError(f"already {self.max_replicas} replicas, the most this "
+                                f"supervisor runs")
+            taken = {r.name for r in self._live()}
+            return self._spawn(next_free_name(taken)).info()
+
+    def kill(self, name: str) -> ReplicaInfo:
+        """SIGKILL the replica and its process group: a crash, seen after the session timeout."""
+        with self._lock:
+            rec = self._record(name)
+            if not rec.alive:
+                raise PoolError(f"replica {name} is not running ({rec.state})")
+            rec.intent = "kill"
+            _killpg(rec.pid, signal.SIGKILL)
+            self._note(rec, "kill")
+            return rec.info()
+
+    def stop(self, name: str) -> ReplicaInfo:
+        """SIGTERM: the replica finishes its batch, commits, leaves the group and exits."""
+        with self._lock:
+            rec = self._record(name)
+            if not rec.alive:
+                raise PoolError(f"replica {name} is not running ({rec.state})")
+            if rec.intent == "kill":
+                raise PoolError(f"replica {name} is already being killed")
+            if rec.intent != "stop":
+                self._terminate(rec, "stop")
+            return rec.info()
+
+    def restart(self, name: str) -> ReplicaInfo:
+        """Graceful stop, then the same name starts again; a stopped or crashed one just starts."""
+        with self._lock:
+            self._check_open()
+            rec = self._record(name)
+            if not rec.alive:
+                live = {r.name for r in self._live()}
+                if name in live:  # cannot happen: one record per name
+                    raise PoolError(f"replica {name} is already running")
+                return self._spawn(name, restarts=rec.restarts + 1, crashes=rec.crashes).info()
+            if rec.intent in ("kill", "shutdown"):
+                raise PoolError(f"replica {name} is going away ({rec.intent}); restart it "
+                                f"once it has ended")
+            if rec.intent != "restart":
+                self._terminate(rec, "restart")
+            return rec.info()
+
+    def scale(self, n: int) -> dict[str, list[str]]:
+        """Start new replicas, or gracefully stop the newest, until `n` are active."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise InvalidRequest("replicas must be a whole number")
+        if n < 0 or n > self.max_replicas:
+            raise InvalidRequest(f"replicas must be between 0 and {self.max_replicas}, not {n}")
+        started: list[str] = []
+        stopping: list[str] = []
+        with self._lock:
+            self._check_open()
+            active = self._active()
+            if len(active) > n:
+                newest = sorted(active, key=lambda r: r.started_at, reverse=True)
+                for rec in newest[:len(active) - n]:
+                    self._terminate(rec, "stop")
+                    stopping.append(rec.name)
+            while len(self._active()) < n:
+                if len(self._live()) >= self.max_replicas:
+                    break  # some are still stopping; they count against the limit until gone
+                started.append(self.start().name)
+        return {"started": started, "stopping": stopping}
+
+    def wait_for(self, predicate: Callable[[list[ReplicaInfo]], bool], timeout: float) -> bool:
+        """Block until predicate(replicas()) holds (re-checked on every exit) or timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate(self.replicas()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.5))
+            return True
+
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop every replica (SIGTERM, SIGKILL after `grace`), reap all, end the spawner."""
+        grace = self.config.stop_grace if grace is None else grace
+        with self._lock:
+            self._closing = True
+            for rec in self._live():
+                if rec.intent not in ("kill", "stop", "shutdown"):
+                    self._terminate(rec, "shutdown", escalate=False)
+        if not self.wait_for(lambda rs: not any(r.alive for r in rs), grace):
+            with self._lock:
+                for rec in self._live():
+                    rec.forced = True
+                    _killpg(rec.pid, signal.SIGKILL)
+            self.wait_for(lambda rs: not any(r.alive for r in rs), 10.0)
+        with self._lock:
+            waiters = [r.waiter for r in self._records.values() if r.waiter]
+            timers = [r.timer for r in self._records.values() if r.timer]
+        for t in timers:
+            t.cancel()
+        for w in waiters:
+            if w is not threading.current_thread():
+                w.join(timeout=5)
+        self._spawner.close()
+
+    # ---- internals (call with the lock held) ---------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise PoolError("the supervisor is shutting down")
+
+    def _record(self, name: str) -> ReplicaProcess:
+        rec = self._records.get(name)
+        if rec is None:
+            raise UnknownReplica(f"no replica named {name!r}")
+        return rec
+
+    def _live(self) -> list[ReplicaProcess]:
+        return [r for r in self._records.values() if r.alive]
+
+    def _active(self) -> list[ReplicaProcess]:
+        return [r for r in self._live() if r.intent in (None, "restart")]
+
+    def _terminate(self, rec: ReplicaProcess, intent: str, escalate: bool = True) -> None:
+        rec.intent = intent
+        rec.state = "restarting" if intent == "restart" else "stopping"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rec.pid, signal.SIGTERM)
+        if escalate:
+            rec.timer = threading.Timer(self.config.stop_grace, self._escalate, args=(rec,))
+            rec.timer.daemon = True
+            rec.timer.start()
+        self._note(rec, intent)
+
+    def _escalate(self, rec: ReplicaProcess) -> None:
+        with self._lock:
+            if rec.alive:
+                rec.forced = True
+                _killpg(rec.pid, signal.SIGKILL)
+                self._note(rec, "forced")
+
+    def _spawn(self, name: str, restarts: int = 0, crashes: int = 0) -> ReplicaProcess:
+        options = self._options
+        argv = self.config.argv(name, options)
+        log_file = Path(self.config.log_dir) / f"{name}.log" if self.config.log_dir else None
+        env = dict(os.environ)
+        env.update(self.config.env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
+                                            if p)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        shim = [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
+
+        def launch() -> Any:
+            import subprocess
+
+            out: Any = subprocess.DEVNULL
+            if log_file is not None:
+                out = open(log_file, "ab")  # noqa: SIM115 - closed right after the fork
+                out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} start {name}: "
+                          f"{' '.join(argv)}\n".encode())
+                out.flush()
+            try:
+                return subprocess.Popen(shim, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, env=env, close_fds=True,
+                                        start_new_session=True)
+            finally:
+                if log_file is not None:
+                    out.close()
+
+        try:
+            popen = self._spawner.call(launch)
+        except OSError as exc:
+            raise PoolError(f"could not start replica {name}: {exc}") from None
+        rec = ReplicaProcess(name=name, options=options, popen=popen, started_at=time.time(),
+                             log_file=log_file, restarts=restarts, crashes=crashes)
+        self._records[name] = rec
+        rec.waiter = threading.Thread(target=self._wait, args=(rec,), daemon=True,
+                                      name=f"reaper-{name}")
+        rec.waiter.start()
+        self._note(rec, "start")
+        self._changed.notify_all()
+        return rec
+
+    def _wait(self, rec: ReplicaProcess) -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, rec.pid, os.WEXITED | os.WNOWAIT)
+        respawn = False
+        with self._lock:
+            _killpg(rec.pid, signal.SIGKILL)  # its own children, while the pgid is still ours
+            rec.returncode = rec.popen.wait()
+            rec.reaped = True
+            rec.ended_at = time.time()
+            if rec.timer:
+                rec.timer.cancel()
+            if rec.intent == "kill":
+                rec.state = "killed"
+            elif rec.intent in ("stop", "restart", "shutdown"):
+                rec.state = "stopped"
+            elif rec.returncode == 0:
+                rec.state = "exited"
+            else:
+                rec.state = "crashed"
+                rec.crashes += 1
+            self._note(rec, "exit", returncode=rec.returncode)
+            respawn = rec.intent == "restart" and not self._closing
+            if respawn:
+                try:
+                    self._spawn(rec.name, restarts=rec.restarts + 1, crashes=rec.crashes)
+                except PoolError as exc:
+                    self._note(rec, "restart-failed", error=str(exc))
+            self._changed.notify_all()
+
+    def _note(self, rec: ReplicaProcess, action: str, **extra: Any) -> None:
+        event = {"ts": time.time(), "replica": rec.name, "action": action, "pid": rec.pid,
+                 **extra}
+        self._recent.append(event)
+        if self._on_event:
+            with contextlib.suppress(Exception):
+                self._on_event(event)
