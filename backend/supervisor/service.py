@@ -1,0 +1,349 @@
+"""`groupscope backend`: the supervisor process.
+
+Ensures the topics, runs the fleet simulator in-process, owns the replica processes and
+serves the control API. SIGTERM or Ctrl-C stops the API, then every replica (gracefully,
+SIGKILL after the grace period), then the simulator; replicas also die with it if it is
+SIGKILLed (PR_SET_PDEATHSIG, see processes.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from backend.cluster.settings import KafkaSettings
+from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
+from backend.supervisor.api import ControlServer, DependencyError
+from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
+from backend.supervisor.group import GroupView, describe_group
+from backend.supervisor.models import (
+    ExternalMember,
+    PartitionChange,
+    ReplicaInfo,
+    ReplicaOptions,
+    Status,
+)
+from backend.supervisor.names import colour_for
+from backend.supervisor.processes import (
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_STOP_GRACE,
+    LaunchConfig,
+    PoolError,
+    ReplicaPool,
+    UnknownReplica,
+    default_replica_command,
+)
+
+log = logging.getLogger("groupscope.supervisor")
+
+DESCRIBE_TIMEOUT_S = 3.0
+
+
+@dataclass
+class ServiceConfig:
+    settings: KafkaSettings
+    data_dir: Path
+    group: str = DEFAULT_GROUP
+    topic: str = INPUT_TOPIC
+    partitions: int = DEFAULT_PARTITIONS
+    kafka_config: str | None = None
+    spark_remote: str | None = None
+    replicas: int = 3
+    fleet: bool = True
+    streams: int = 12
+    rate: float = 200.0
+    port: int = 0
+    options: ReplicaOptions = field(default_factory=ReplicaOptions)
+    replica_command: tuple[str, ...] = field(default_factory=default_replica_command)
+    replica_args: tuple[str, ...] = ()
+    max_replicas: int = DEFAULT_MAX_REPLICAS
+    stop_grace: float = DEFAULT_STOP_GRACE
+
+
+def _quiet_admin(settings: KafkaSettings) -> AdminClient:
+    logger = logging.getLogger("groupscope.librdkafka")
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return AdminClient(settings.client_config(logger=logger))
+
+
+def _json_number(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else x
+
+
+class SupervisorService:
+    """Implements the API's `Supervisor` protocol; `start()` / `close()` own every resource."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.max_replicas = config.max_replicas
+        self.token = generate_token()
+        self.pool: ReplicaPool | None = None
+        self.server: ControlServer | None = None
+        self.fleet: Any = None
+        self._admin: AdminClient | None = None
+        self._partitions: int | None = None
+        self._topic_lock = threading.Lock()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> SupervisorService:
+        cfg = self.config
+        try:
+            from backend.cluster.topics import ensure_topics
+
+            layout = ensure_topics(cfg.settings, group=cfg.group, topic=cfg.topic,
+                                   partitions=cfg.partitions)
+            self._partitions = layout.input.partitions
+            self._admin = _quiet_admin(cfg.settings)
+            if cfg.fleet:
+                from backend.fleet.simulator import FleetSimulator
+
+                self.fleet = FleetSimulator(cfg.settings, topic=cfg.topic, streams=cfg.streams,
+                                            rate=cfg.rate)
+                self.fleet.start()
+            self.pool = ReplicaPool(
+                LaunchConfig(group=cfg.group, topic=cfg.topic, bootstrap=cfg.settings.bootstrap,
+                             kafka_config=cfg.kafka_config, spark_remote=cfg.spark_remote,
+                             command=tuple(cfg.replica_command),
+                             extra_args=tuple(cfg.replica_args),
+                             log_dir=Path(cfg.data_dir) / "replicas",
+                             env={"GROUPSCOPE_DATA": str(Path(cfg.data_dir).resolve())},
+                             stop_grace=cfg.stop_grace),
+                options=cfg.options, max_replicas=cfg.max_replicas,
+                on_event=lambda e: log.info("replica %s: %s (pid %s)", e["replica"],
+                                            e["action"], e["pid"]))
+            self.server = ControlServer(self, self.token, port=cfg.port)
+            self.server.start_background()
+            write_control_files(Path(cfg.data_dir), self.server.url, self.token)
+            if cfg.replicas:
+                self.pool.scale(min(cfg.replicas, cfg.max_replicas))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop API, replicas, simulator. Idempotent; safe after a partial start."""
+        remove_control_files(Path(self.config.data_dir))
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self.pool is not None:
+            self.pool.shutdown()
+        if self.fleet is not None:
+            try:
+                self.fleet.stop()
+            except Exception as exc:
+                log.warning("fleet simulator did not stop cleanly: %s", exc)
+            self.fleet = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def run_foreground(self) -> int:
+        """Until SIGTERM / SIGINT / SIGHUP; then stop everything. Main thread only."""
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: object) -> None:
+            stop.set()
+
+        old = {s: signal.signal(s, on_signal)
+               for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        try:
+            self.start()
+            log.info("supervisor ready at %s (pid %d, group %s, topic %s)", self.url,
+                     os.getpid(), self.config.group, self.config.topic)
+            while not stop.wait(0.5):
+                pass
+            log.info("stopping: replicas first, then the simulator")
+        finally:
+            self.close()
+            for s, h in old.items():
+                signal.signal(s, h)
+        return 0
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def _pool(self) -> ReplicaPool:
+        if self.pool is None:
+            raise PoolError("the supervisor is not running")
+        return self.pool
+
+    def group_view(self) -> GroupView:
+        assert self._admin is not None
+        return describe_group(self._admin, self.config.group, self.config.topic,
+                              timeout=DESCRIBE_TIMEOUT_S)
+
+    def status(self) -> Status:
+        pool = self._pool()
+        replicas = pool.replicas()
+        view: GroupView | None = None
+        error = None
+        try:
+            view = self.group_view()
+        except Exception as exc:
+            error = f"cannot describe group {self.config.group}: {exc}"
+        external: list[ExternalMember] = []
+        if view is not None:
+            ours = {r.name for r in replicas}
+            by_client = {m.client_id: m for m in view.members}
+            annotated = []
+            for r in replicas:
+                m = by_client.get(r.name)
+                annotated.append(_with_member(r, m is not None, m.partitions if m else ()))
+            replicas = annotated
+            external = [ExternalMember(client_id=m.client_id, member_id=m.member_id,
+                                       host=m.host, colour=colour_for(m.client_id),
+                                       partitions=m.partitions)
+                        for m in view.members if m.client_id not in ours]
+        return Status(group=self.config.group, topic=self.config.topic,
+                      partitions=self._partitions, options=pool.options,
+                      replicas=tuple(replicas), external=tuple(external),
+                      group_state=view.state if view else None, fleet=self._fleet_info(),
+                      max_replicas=self.max_replicas, broker_error=error,
+                      recent=tuple(pool.recent()[-20:]))
+
+    def _fleet_info(self) -> dict[str, Any] | None:
+        if self.fleet is None:
+            return None
+        s = self.fleet.stats()
+        return {"running": s.running, "topic": s.topic, "streams": s.streams,
+                "target_rate": _json_number(s.target_rate), "rate": round(s.rate, 1),
+                "delivered": s.delivered, "queued": s.queued, "failed": s.failed,
+                "last_error": s.last_error}
+
+    # ---- replica actions -------------------------------------------------------------------
+
+    def _refuse_external(self, name: str, exc: UnknownReplica) -> PoolError:
+        try:
+            members = {m.client_id for m in self.group_view().members}
+        except Exception:
+            members = set()
+        if name in members:
+            err = PoolError(f"{name} is an external member of {self.config.group} (not started "
+                            f"by this supervisor): visible, not controllable")
+            return err
+        return exc
+
+    def _replica_action(self, action: str, name: str) -> ReplicaInfo:
+        try:
+            return getattr(self._pool(), action)(name)
+        except UnknownReplica as exc:
+            raise self._refuse_external(name, exc) from None
+
+    def start_replica(self) -> ReplicaInfo:
+        return self._pool().start()
+
+    def kill(self, name: str) -> ReplicaInfo:
+        return self._replica_action("kill", name)
+
+    def stop(self, name: str) -> ReplicaInfo:
+        return self._replica_action("stop", name)
+
+    def restart(self, name: str) -> ReplicaInfo:
+        return self._replica_action("restart", name)
+
+    def scale(self, n: int) -> dict[str, list[str]]:
+        return self._pool().scale(n)
+
+    def set_options(self, protocol: str | None, assignor: str | None,
+                    exactly_once: bool | None) -> ReplicaOptions:
+        return self._pool().set_options(protocol, assignor, exactly_once)
+
+    # ---- fleet and topic -------------------------------------------------------------------
+
+    def _fleet(self) -> Any:
+        if self.fleet is None:
+            raise PoolError("the fleet simulator is not enabled in this supervisor "
+                            "(started with --no-fleet)")
+        return self.fleet
+
+    def fleet_start(self) -> dict[str, Any]:
+        fleet = self._fleet()
+        if fleet.running:
+            raise PoolError("the fleet simulator is already running")
+        try:
+            fleet.start()
+        except Exception as exc:
+            raise DependencyError(f"could not start the fleet simulator: {exc}") from None
+        return self._fleet_info() or {}
+
+    def fleet_stop(self) -> dict[str, Any]:
+        fleet = self._fleet()
+        if not fleet.running:
+            raise PoolError("the fleet simulator is not running")
+        fleet.stop()
+        return self._fleet_info() or {}
+
+    def set_rate(self, rate: float) -> dict[str, Any]:
+        self._fleet().set_rate(rate)
+        return self._fleet_info() or {}
+
+    def set_streams(self, streams: int) -> dict[str, Any]:
+        try:
+            self._fleet().set_streams(streams)
+        except ValueError as exc:
+            raise PoolError(str(exc)) from None
+        return self._fleet_info() or {}
+
+    def stream_ids(self) -> list[str]:
+        from backend.fleet.simulator import stream_ids
+
+        count = self.fleet.stats().streams if self.fleet is not None else self.config.streams
+        return stream_ids(count)
+
+    def add_partitions(self, partitions: int) -> PartitionChange:
+        from backend.cluster.partitioner import partition_for
+        from backend.cluster.topics import TopicError, add_partitions
+
+        with self._topic_lock:
+            before = self._current_partitions()
+            if partitions < before:
+                raise PoolError(f"topic {self.config.topic} has {before} partitions; Kafka can "
+                                f"add partitions but never remove them")
+            try:
+                add_partitions(self.config.settings, self.config.topic, partitions)
+                # keep the summaries changelog co-partitioned with the input
+                add_partitions(self.config.settings, summaries_topic(self.config.group),
+                               partitions)
+            except TopicError as exc:
+                raise DependencyError(str(exc)) from None
+            self._partitions = partitions
+        streams = self.stream_ids()
+        moved = []
+        for sid in streams:
+            old, new = partition_for(sid, before), partition_for(sid, partitions)
+            if old != new:
+                moved.append((sid, old, new))
+        return PartitionChange(topic=self.config.topic, before=before, after=partitions,
+                               moved=tuple(moved), streams_checked=len(streams))
+
+    def _current_partitions(self) -> int:
+        assert self._admin is not None
+        try:
+            md = self._admin.list_topics(self.config.topic, timeout=DESCRIBE_TIMEOUT_S)
+            topic = md.topics.get(self.config.topic)
+            if topic is None or topic.error is not None:
+                raise DependencyError(f"topic {self.config.topic} is not available")
+            return len(topic.partitions)
+        except DependencyError:
+            raise
+        except Exception as exc:
+            raise DependencyError(f"cannot read topic {self.config.topic}: {exc}") from None
+
+
+def _with_member(r: ReplicaInfo, member: bool, partitions: tuple[int, ...]) -> ReplicaInfo:
+    from dataclasses import replace
+
+    return replace(r, member=member, partitions=tuple(partitions))
