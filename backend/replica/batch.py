@@ -1,0 +1,93 @@
+"""Micro-batching: collect raw records cheaply, hand Spark one Arrow table per batch.
+
+Per message we only read value/key/partition/offset and append to lists; the JSON is never
+parsed in Python (Spark does it). A batch is due after `batch_ms` or `batch_max` records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from backend.replica.deadletter import DeadLetter, cheap_reason
+
+ARROW_SCHEMA = pa.schema([
+    ("value", pa.binary()), ("key", pa.binary()),
+    ("partition", pa.int32()), ("offset", pa.int64()),
+])
+
+
+@dataclass
+class MicroBatch:
+    """Raw records of one batch plus the offsets to commit once its results are durable."""
+
+    values: list[bytes] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> last offset + 1
+    started: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.values) + len(self.dead)
+
+    @property
+    def empty(self) -> bool:
+        return not self.next_offsets
+
+    def add(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+        if self.started is None:
+            self.started = time.monotonic()
+        self.next_offsets[partition] = offset + 1
+        reason = cheap_reason(key, value)
+        if reason is not None:
+            self.dead.append(DeadLetter(partition, offset, key, value, reason))
+            return
+        self.values.append(value)  # type: ignore[arg-type]
+        self.keys.append(key)  # type: ignore[arg-type]
+        self.partitions.append(partition)
+        self.offsets.append(offset)
+
+    def due(self, now: float, batch_ms: int, batch_max: int) -> bool:
+        if self.started is None:
+            return False
+        return len(self) >= batch_max or (now - self.started) * 1000.0 >= batch_ms
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_arrays(
+            [pa.array(self.values, pa.binary()), pa.array(self.keys, pa.binary()),
+             pa.array(self.partitions, pa.int32()), pa.array(self.offsets, pa.int64())],
+            schema=ARROW_SCHEMA,
+        )
+
+    def split(self, partitions: Iterable[int]) -> MicroBatch:
+        """Remove and return the part of this batch that belongs to `partitions`."""
+        wanted = set(partitions)
+        out, keep = MicroBatch(), MicroBatch()
+        for i, p in enumerate(self.partitions):
+            target = out if p in wanted else keep
+            target.values.append(self.values[i])
+            target.keys.append(self.keys[i])
+            target.partitions.append(p)
+            target.offsets.append(self.offsets[i])
+        for d in self.dead:
+            (out if d.partition in wanted else keep).dead.append(d)
+        for p, o in self.next_offsets.items():
+            (out if p in wanted else keep).next_offsets[p] = o
+        out.started = self.started if not out.empty else None
+        keep.started = self.started if not keep.empty else None
+        self.values, self.keys, self.partitions, self.offsets = (
+            keep.values, keep.keys, keep.partitions, keep.offsets)
+        self.dead, self.next_offsets, self.started = keep.dead, keep.next_offsets, keep.started
+        return out
+
+    def record(self, partition: int, offset: int) -> tuple[bytes | None, bytes | None]:
+        """(key, value) of one record; only used on the rare dead-letter path."""
+        for i, (p, o) in enumerate(zip(self.partitions, self.offsets, strict=True)):
+            if p == partition and o == offset:
+                return self.keys[i], self.values[i]
+        return None, None

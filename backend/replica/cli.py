@@ -1,0 +1,73 @@
+"""`groupscope replica`: run one member of the consumer group."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from backend.cli import UserError, add_cluster_args
+from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replica", help="run one PySpark consumer replica of the group",
+        description="Join the consumer group, summarise every stream with Spark in "
+                    "micro-batches, keep per-stream summaries in a compacted changelog, and "
+                    "publish telemetry events. SIGTERM stops gracefully.")
+    p.add_argument("--id", required=True, metavar="NAME", help="replica name (= client.id)")
+    p.add_argument("--group", default=DEFAULT_GROUP)
+    p.add_argument("--topic", default=INPUT_TOPIC)
+    p.add_argument("--protocol", default="classic", help="classic (default) or consumer (KIP-848)")
+    p.add_argument("--assignor", default=None,
+                   help="classic: range (default), roundrobin, cooperative-sticky; "
+                        "consumer: uniform (default), range")
+    p.add_argument("--exactly-once", action="store_true",
+                   help="summaries and offsets in one Kafka transaction")
+    p.add_argument("--spark-remote", default=None, help="Spark Connect URL (env SPARK_REMOTE)")
+    p.add_argument("--batch-ms", type=int, default=1000, help="micro-batch interval (ms)")
+    p.add_argument("--batch-max", type=int, default=20_000, help="max records per micro-batch")
+    add_cluster_args(p)
+    p.set_defaults(func=_replica)
+
+
+def _replica(args: argparse.Namespace) -> int:
+    from backend.replica.membership import GroupChoice, MembershipConfigError
+
+    try:
+        choice = GroupChoice.parse(args.protocol, args.assignor)
+        if args.batch_ms <= 0 or args.batch_max <= 0:
+            raise UserError("--batch-ms and --batch-max must be positive")
+        if not args.id.strip():
+            raise UserError("--id must not be empty")
+    except (MembershipConfigError, UserError) as exc:
+        # printed here: under `python -m backend.cli` the entry point's UserError is another class
+        print(f"groupscope replica: {exc}", file=sys.stderr)
+        return 2
+
+    from backend.cluster.settings import resolve_settings
+    from backend.replica.runner import Replica, ReplicaConfig, default_context
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    for noisy in ("py4j", "pyspark", "grpc"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from backend.cluster.properties import KafkaConfigError
+    from backend.cluster.settings import ClusterUnreachable
+
+    try:
+        settings = resolve_settings(args.bootstrap, args.kafka_config)
+        settings.check_reachable(timeout=15.0)
+    except (KafkaConfigError, ClusterUnreachable) as exc:
+        print(f"groupscope replica: {exc}", file=sys.stderr)
+        return 2
+    cfg = ReplicaConfig(name=args.id, group=args.group, topic=args.topic, choice=choice,
+                        exactly_once=args.exactly_once, spark_remote=args.spark_remote,
+                        batch_ms=args.batch_ms, batch_max=args.batch_max)
+    from backend.cluster.topics import TopicError
+
+    try:
+        return Replica(cfg, settings, default_context()).run()
+    except TopicError as exc:
+        print(f"groupscope replica: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,129 @@
+"""Group membership: protocol/assignor choice, consumer config, and the rebalance callbacks.
+
+Eager assignors (range, roundrobin) hand over the whole assignment on every rebalance:
+`assign()` / `unassign()`. Cooperative-sticky and the KIP-848 `consumer` protocol are
+incremental: callbacks carry only the added or removed partitions and must be answered with
+`incremental_assign()` / `incremental_unassign()`. Which one is in force follows from the
+protocol/assignor choice (GroupChoice.incremental), so the same handlers serve every combination.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+log = logging.getLogger("groupscope.replica")
+
+CLASSIC_ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
+CONSUMER_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors
+PROTOCOLS = ("classic", "consumer")
+
+
+class MembershipConfigError(ValueError):
+    """A protocol/assignor combination the client would reject."""
+
+
+@dataclass(frozen=True)
+class GroupChoice:
+    protocol: str = "classic"
+    assignor: str = "range"
+
+    @classmethod
+    def parse(cls, protocol: str, assignor: str | None) -> GroupChoice:
+        if protocol not in PROTOCOLS:
+            raise MembershipConfigError(f"unknown --protocol {protocol!r}; use classic or consumer")
+        if protocol == "classic":
+            assignor = assignor or "range"
+            if assignor not in CLASSIC_ASSIGNORS:
+                raise MembershipConfigError(
+                    f"--assignor {assignor} is not a classic-protocol assignor; use one of "
+                    f"{', '.join(CLASSIC_ASSIGNORS)} (or --protocol consumer --assignor uniform)")
+        else:
+            assignor = assignor or "uniform"
+            if assignor not in CONSUMER_ASSIGNORS:
+                raise MembershipConfigError(
+                    f"--protocol consumer (KIP-848) assigns on the broker: --assignor must be "
+                    f"uniform or range, not {assignor}")
+        return cls(protocol, assignor)
+
+    @property
+    def incremental(self) -> bool:
+        return self.protocol == "consumer" or self.assignor == "cooperative-sticky"
+
+    def consumer_properties(self) -> dict[str, object]:
+        if self.protocol == "consumer":
+            # session and heartbeat are owned by the broker under KIP-848
+            return {"group.protocol": "consumer", "group.remote.assignor": self.assignor}
+        return {"group.protocol": "classic", "partition.assignment.strategy": self.assignor,
+                "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+
+
+PartitionsHook = Callable[[list[int]], None]
+
+
+class Rebalancer:
+    """Adapts confluent-kafka's on_assign/on_revoke/on_lost to partition-number hooks.
+
+    Hooks run *inside* the callback, i.e. before the client acts on the change: state is
+    restored before the first record of a new partition is fetched, and a revoked partition's
+    pending batch is flushed and committed before another member can take it.
+    """
+
+    def __init__(self, topic: str, incremental: bool, on_assigned: PartitionsHook,
+                 on_revoked: PartitionsHook, on_lost: PartitionsHook) -> None:
+        self.topic = topic
+        self.incremental = incremental
+        self._assigned = on_assigned
+        self._revoked = on_revoked
+        self._lost = on_lost
+        self.owned: set[int] = set()
+
+    def _ours(self, partitions: list[TopicPartition]) -> list[int]:
+        return sorted(tp.partition for tp in partitions if tp.topic == self.topic)
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        incremental = self.incremental
+        added = [p for p in self._ours(partitions) if incremental or p not in self.owned]
+        if not incremental:
+            # eager: the list is the full assignment; anything else we held is gone
+            gone = sorted(self.owned - set(self._ours(partitions)))
+            if gone:
+                self._revoked(gone)
+                self.owned -= set(gone)
+        try:
+            self._assigned(added)
+        finally:
+            self.owned |= set(added)
+            if incremental:
+                consumer.incremental_assign(partitions)
+            else:
+                consumer.assign(partitions)
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        parts = [p for p in self._ours(partitions) if p in self.owned]
+        try:
+            if parts:
+                self._revoked(parts)
+        finally:
+            self.owned -= set(parts)
+            if self.incremental:
+                if partitions:
+                    consumer.incremental_unassign(partitions)
+            else:
+                consumer.unassign()
+
+    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        parts = [p for p in self._ours(partitions) if p in self.owned]
+        try:
+            if parts:
+                self._lost(parts)
+        finally:
+            self.owned -= set(parts)
+            if self.incremental:
+                if partitions:
+                    consumer.incremental_unassign(partitions)
+            else:
+                consumer.unassign()

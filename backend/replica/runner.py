@@ -1,0 +1,382 @@
+"""The replica process: consume, micro-batch, summarise with Spark, persist, commit, report.
+
+Ordering guarantees (why each step is where it is):
+- assignment: restore the partitions' summaries from the changelog *before* the client may
+  fetch them (inside the assign callback);
+- each batch: Spark aggregates, summaries are merged on copies, then written to the
+  changelog; offsets are committed only once those writes are acknowledged (at-least-once),
+  or summaries + offsets go in one Kafka transaction (`--exactly-once`);
+- revocation: the revoked partitions' pending records are flushed and committed first;
+- loss (session expired, fenced): pending records are dropped, nothing is committed;
+- Spark down: partitions are paused (polling continues, so the membership is kept), nothing
+  is committed, the batch is retried with backoff and the partitions resumed afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from backend.cluster.topics import ensure_topics
+from backend.contracts import INPUT_TOPIC, EventType, dead_letter_topic, summaries_topic
+from backend.replica.batch import MicroBatch
+from backend.replica.context import StreamingContext, log_received, log_revoked
+from backend.replica.deadletter import DeadLetter
+from backend.replica.membership import GroupChoice, Rebalancer
+from backend.replica.spark_summary import SparkSummariser
+from backend.replica.state import StateStore
+from backend.replica.summary import Summary
+from backend.replica.telemetry import Telemetry
+
+log = logging.getLogger("groupscope.replica")
+
+HEARTBEAT_S = 2.0
+BACKOFF_MAX_S = 10.0
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    name: str
+    group: str
+    topic: str = INPUT_TOPIC
+    choice: GroupChoice = field(default_factory=GroupChoice)
+    exactly_once: bool = False
+    spark_remote: str | None = None
+    batch_ms: int = 1000
+    batch_max: int = 20_000
+
+
+class Replica:
+    def __init__(self, cfg: ReplicaConfig, settings: KafkaSettings,
+                 context: StreamingContext | None = None) -> None:
+        self.cfg = cfg
+        self.settings = settings
+        self.context = context or StreamingContext()
+        self.telemetry = Telemetry(settings, cfg.group, cfg.name)
+        self.state = StateStore(settings, summaries_topic(cfg.group), cfg.name)
+        self.spark = SparkSummariser(cfg.spark_remote)
+        self.batch = MicroBatch()
+        self.stopping = False
+        self.processed = 0
+        self.dead_letters = 0
+        self.batches = 0
+        self.last_batch_ms: float | None = None
+        self.spark_down = False
+        self._retry_at = 0.0
+        self._backoff = 0.5
+        self._hb_at = 0.0
+        self._hb_processed = 0
+        self._hb_time = time.monotonic()
+        self.consumer: Consumer | None = None
+        self.producer: Producer | None = None
+        self.rebalancer = Rebalancer(cfg.topic, cfg.choice.incremental, self._assigned,
+                                     self._revoked, self._lost)
+
+    # ---- setup -----------------------------------------------------------------------
+
+    def _make_clients(self) -> None:
+        cfg = self.cfg
+        conf = self.settings.client_config(**{
+            "group.id": cfg.group, "client.id": cfg.name,
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+            "error_cb": self._on_kafka_error,
+            **cfg.choice.consumer_properties(),
+        })
+        self.consumer = Consumer(conf)
+        pconf: dict[str, Any] = {"client.id": f"{cfg.name}-state", "linger.ms": 5,
+                                 "enable.idempotence": True}
+        if cfg.exactly_once:
+            pconf["transactional.id"] = f"groupscope-{cfg.group}-{cfg.name}"
+            pconf["transaction.timeout.ms"] = 10_000
+        self.producer = Producer(self.settings.client_config(**pconf))
+        if cfg.exactly_once:
+            self.producer.init_transactions(30)
+
+    def _on_kafka_error(self, err: Any) -> None:
+        log.warning("kafka: %s", err)
+        if getattr(err, "fatal", lambda: False)():
+            self.telemetry.emit(EventType.ERROR, error=f"fatal Kafka error: {err}")
+            self.stopping = True
+
+    # ---- main loop -------------------------------------------------------------------
+
+    def request_stop(self, *_: Any) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        cfg = self.cfg
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        ensure_topics(self.settings, group=cfg.group, topic=cfg.topic)
+        self.telemetry.emit(EventType.STARTED, protocol=cfg.choice.protocol,
+                            assignor=cfg.choice.assignor, exactly_once=cfg.exactly_once,
+                            topic=cfg.topic)
+        self._warm_up()
+        if self.stopping:
+            return self._stopped()
+        self._make_clients()
+        assert self.consumer is not None
+        self.consumer.subscribe([cfg.topic], on_assign=self.rebalancer.on_assign,
+                                on_revoke=self.rebalancer.on_revoke,
+                                on_lost=self.rebalancer.on_lost)
+        try:
+            while not self.stopping:
+                self._poll_once()
+            self._drain_on_stop()
+        finally:
+            try:
+                self.consumer.close()  # leaves the group; revoke callback flushes what is left
+            except KafkaException as exc:
+                log.warning("close: %s", exc)
+        return self._stopped()
+
+    def _stopped(self) -> int:
+        self.telemetry.emit(EventType.STOPPED, processed=self.processed,
+                            dead_letters=self.dead_letters)
+        self.telemetry.flush()
+        return 0
+
+    def _warm_up(self) -> None:
+        """A fresh engine's first query takes seconds: pay it before joining the group."""
+        while not self.stopping:
+            try:
+                self.spark.warm_up()
+                return
+            except Exception as exc:
+                self._report_spark_error(exc)
+                self._sleep(self._backoff)
+                self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < end:
+            time.sleep(min(0.1, end - time.monotonic()))
+
+    def _poll_once(self) -> None:
+        assert self.consumer is not None
+        now = time.monotonic()
+        cfg = self.cfg
+        room = max(1, cfg.batch_max - len(self.batch))
+        wait = 0.2
+        if self.batch.started is not None and not self.spark_down:
+            wait = max(0.0, min(wait, self.batch.started + cfg.batch_ms / 1000.0 - now))
+        msgs = self.consumer.consume(room, wait)
+        self._add(msgs)
+        now = time.monotonic()
+        if self.spark_down:
+            if now >= self._retry_at:
+                self._try_batch()
+        elif self.batch.due(now, cfg.batch_ms, cfg.batch_max):
+            self._try_batch()
+        if now >= self._hb_at:
+            self._heartbeat(now)
+
+    def _add(self, msgs: list[Any]) -> None:
+        batch, ctx = self.batch, self.context
+        for m in msgs:
+            if m.error() is not None:
+                log.warning("consume: %s", m.error())
+                continue
+            p, key = m.partition(), m.key()
+            batch.add(p, m.offset(), key, m.value())
+            if key and not ctx.is_known(p, key):
+                stream = ctx.receive(p, key)
+                self.telemetry.emit(EventType.STREAM_RECEIVED, stream=stream.stream_id,
+                                    partition=p)
+
+    def _drain_on_stop(self) -> None:
+        """SIGTERM: finish the batch (a few tries if Spark hiccups), then commit."""
+        for _ in range(3):
+            if self.batch.empty or self._process(self.batch):
+                return
+            time.sleep(0.5)
+
+    # ---- batches ---------------------------------------------------------------------
+
+    def _try_batch(self) -> None:
+        if self._process(self.batch):
+            if self.spark_down:
+                self.spark_down = False
+                self._backoff = 0.5
+                assert self.consumer is not None
+                self.consumer.resume(self._owned_tps())
+                self.telemetry.emit(EventType.ERROR, error="Spark reachable again; resumed",
+                                    recovered=True)
+        else:
+            if not self.spark_down:
+                self.spark_down = True
+                assert self.consumer is not None
+                self.consumer.pause(self._owned_tps())
+            self._retry_at = time.monotonic() + self._backoff
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+
+    def _owned_tps(self) -> list[TopicPartition]:
+        return [TopicPartition(self.cfg.topic, p) for p in sorted(self.rebalancer.owned)]
+
+    def _report_spark_error(self, exc: BaseException) -> None:
+        text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        log.warning("Spark failed (%s); retrying in %.1fs", text, self._backoff)
+        self.telemetry.emit(EventType.ERROR, error=f"Spark: {text}", retry_in_s=self._backoff)
+
+    def _process(self, batch: MicroBatch) -> bool:
+        """Summarise and persist `batch`; on success clear it and return True."""
+        if batch.empty:
+            return True
+        start = time.monotonic()
+        dead = list(batch.dead)
+        updated: dict[str, Summary] = {}
+        if batch.values:
+            try:
+                result = self.spark.summarise(batch.to_arrow(), self.state.last_seqs())
+            except Exception as exc:
+                self._report_spark_error(exc)
+                return False
+            now_ms = int(time.time() * 1000)
+            for (p, sid), part in result.partials.items():
+                current = self.state.summaries.get(sid)
+                summary = copy.deepcopy(current) if current else Summary(sid, p)
+                summary.partition = p
+                summary.merge_batch(part)
+                summary.updated_ms = now_ms
+                summary.replica = self.cfg.name
+                updated[sid] = summary
+            if result.bad:
+                index = {(p, o): i for i, (p, o) in enumerate(
+                    zip(batch.partitions, batch.offsets, strict=True))}
+                for p, o, reason in result.bad:
+                    i = index[(p, o)]
+                    dead.append(DeadLetter(p, o, batch.keys[i], batch.values[i], reason))
+        offsets = [TopicPartition(self.cfg.topic, p, o)
+                   for p, o in sorted(batch.next_offsets.items()) if p in self.rebalancer.owned]
+        if not self._persist(updated, dead, offsets):
+            return False
+        self.state.summaries.update(updated)
+        n = len(batch)
+        self.processed += n
+        self.batches += 1
+        if dead:
+            self.dead_letters += len(dead)
+            reasons: dict[str, int] = {}
+            for d in dead:
+                reasons[d.reason] = reasons.get(d.reason, 0) + 1
+            self.telemetry.emit(EventType.DEAD_LETTER, count=len(dead), total=self.dead_letters,
+                                reasons=reasons)
+        self.last_batch_ms = (time.monotonic() - start) * 1000.0
+        batch.__init__()  # type: ignore[misc]
+        return True
+
+    def _persist(self, updated: dict[str, Summary], dead: list[DeadLetter],
+                 offsets: list[TopicPartition]) -> bool:
+        assert self.producer is not None and self.consumer is not None
+        changelog = self.state.changelog
+        dlq = dead_letter_topic(self.cfg.group)
+        eos = self.cfg.exactly_once
+        try:
+            if eos:
+                self.producer.begin_transaction()
+            errors: list[str] = []
+
+            def on_delivery(err: Any, _msg: Any) -> None:
+                if err is not None:
+                    errors.append(str(err))
+
+            for sid, s in updated.items():
+                self.producer.produce(changelog, key=sid.encode(), partition=s.partition,
+                                      value=orjson.dumps(s.to_dict()), on_delivery=on_delivery)
+            for d in dead:
+                self.producer.produce(dlq, key=d.key, value=d.publish_value(),
+                                      headers=d.headers(self.cfg.topic, self.cfg.name),
+                                      on_delivery=on_delivery)
+            if eos:
+                if offsets:
+                    self.producer.send_offsets_to_transaction(
+                        offsets, self.consumer.consumer_group_metadata(), 30)
+                self.producer.commit_transaction(30)
+            else:
+                remaining = self.producer.flush(30)
+                if remaining or errors:
+                    raise KafkaException(f"changelog write not acknowledged: {errors[:1]}")
+                if offsets:
+                    self.consumer.commit(offsets=offsets, asynchronous=False)
+            return True
+        except KafkaException as exc:
+            log.warning("persist failed: %s", exc)
+            self.telemetry.emit(EventType.ERROR, error=f"persist failed: {exc}"[:300])
+            if eos:
+                try:
+                    self.producer.abort_transaction(30)
+                except KafkaException as abort_exc:
+                    log.warning("abort failed: %s", abort_exc)
+            return False
+
+    # ---- rebalance hooks ---------------------------------------------------------------
+
+    def _assigned(self, partitions: list[int]) -> None:
+        if partitions:
+            start = time.monotonic()
+            found = self.state.restore(partitions)
+            restore_ms = round((time.monotonic() - start) * 1000.0, 1)
+        else:
+            found, restore_ms = 0, 0.0
+        owned = sorted(self.rebalancer.owned | set(partitions))
+        self.telemetry.emit(EventType.ASSIGNED, partitions=partitions, owned=owned,
+                            restored=found, restore_ms=restore_ms,
+                            incremental=self.cfg.choice.incremental)
+        log.info("assigned %s (owned %s, %d summaries restored)", partitions, owned, found)
+        if self.spark_down and partitions and self.consumer is not None:
+            self.consumer.pause([TopicPartition(self.cfg.topic, p) for p in partitions])
+
+    def _revoked(self, partitions: list[int]) -> None:
+        pending = self.batch.split(partitions)
+        if not pending.empty and not self._process(pending):
+            log.warning("revoked %s with an unsaved batch; the next owner re-reads it", partitions)
+        self._forget(partitions, EventType.REVOKED)
+
+    def _lost(self, partitions: list[int]) -> None:
+        self.batch.split(partitions)  # not ours any more: never commit these
+        self._forget(partitions, EventType.LOST)
+
+    def _forget(self, partitions: list[int], kind: str) -> None:
+        streams = self.context.revoke_partitions(partitions)
+        self.state.drop(partitions)
+        owned = sorted(self.rebalancer.owned - set(partitions))
+        self.telemetry.emit(kind, partitions=partitions, owned=owned)
+        if streams:
+            self.telemetry.emit(EventType.STREAMS_REVOKED, streams=[s.stream_id for s in streams],
+                                partitions=partitions)
+        log.info("%s %s (owned %s)", kind, partitions, owned)
+
+    # ---- heartbeat -------------------------------------------------------------------
+
+    def _heartbeat(self, now: float) -> None:
+        elapsed = max(1e-6, now - self._hb_time)
+        rate = (self.processed - self._hb_processed) / elapsed
+        self._hb_processed, self._hb_time = self.processed, now
+        self._hb_at = now + HEARTBEAT_S
+        owned = sorted(self.rebalancer.owned)
+        streams = sorted(set(self.state.streams_in(owned))
+                         | {s.stream_id for s in self.context.active_streams()})
+        self.telemetry.emit(
+            EventType.HEARTBEAT, processed=self.processed, rate=round(rate, 1),
+            last_batch_ms=None if self.last_batch_ms is None else round(self.last_batch_ms, 1),
+            partitions=owned, streams=streams, idle=not owned, dead_letters=self.dead_letters,
+            batches=self.batches, pending=len(self.batch), spark_ok=not self.spark_down,
+            protocol=self.cfg.choice.protocol, assignor=self.cfg.choice.assignor,
+            exactly_once=self.cfg.exactly_once,
+        )
+
+
+def default_context() -> StreamingContext:
+    ctx = StreamingContext()
+    ctx.on_stream_received(log_received)
+    ctx.on_streams_revoked(log_revoked)
+    return ctx

@@ -1,0 +1,181 @@
+"""The Spark side of a micro-batch: parse, validate and aggregate per stream and window.
+
+One Spark query per batch. The raw values travel as one Arrow binary column (plus key,
+partition, offset); Spark casts, `from_json`s, validates and groups. Valid rows group by
+(partition, stream, tumbling window); invalid rows come back one per record with a reason,
+so they can be dead-lettered. Python then folds the handful of result rows into
+`BatchPartial`s (summary.py). bench/replica_batch.py compares this with typed columns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from backend.contracts import NUMERIC_FIELDS
+from backend.replica.deadletter import REASON_KEY_MISMATCH, REASON_NOT_JSON
+from backend.replica.summary import WINDOW_MS, BatchPartial, FieldStats, WindowAgg
+
+log = logging.getLogger("groupscope.replica")
+
+
+@dataclass
+class BatchResult:
+    partials: dict[tuple[int, str], BatchPartial] = field(default_factory=dict)
+    bad: list[tuple[int, int, str]] = field(default_factory=list)  # (partition, offset, reason)
+    seconds: float = 0.0
+
+
+def _json_schema() -> Any:
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    return StructType(
+        [StructField("stream_id", StringType()), StructField("seq", LongType()),
+         StructField("ts", LongType())]
+        + [StructField(f, DoubleType()) for f in NUMERIC_FIELDS]
+    )
+
+
+def reason_column(parsed: Any, key: Any) -> Any:
+    """null for a valid row, else why it is invalid (first failing check wins)."""
+    from pyspark.sql import functions as F
+
+    fields = ("stream_id", "seq", "ts", *NUMERIC_FIELDS)
+    # from_json yields a struct of nulls (not a null) for text that is not a JSON object
+    nothing = F.coalesce(*[parsed[n].cast("string") for n in fields]).isNull()
+    expr = F.when(parsed.isNull() | nothing, F.lit(REASON_NOT_JSON))
+    for name in fields:
+        expr = expr.when(parsed[name].isNull(), F.lit(f"missing or wrong-typed field: {name}"))
+    expr = expr.when(parsed["seq"] < 0, F.lit("negative seq"))
+    expr = expr.when(parsed["stream_id"] != key, F.lit(REASON_KEY_MISMATCH))
+    return expr
+
+
+def aggregate(df: Any, last_seqs: dict[str, int]) -> Any:
+    """Group validated rows per (partition, stream, window); invalid rows one by one.
+
+    `df` has columns partition, offset, reason, stream_id, seq, ts and the numeric fields.
+    `old` marks replays: seq <= the stream's last merged seq, passed in as a map literal.
+    """
+    from pyspark.sql import functions as F
+
+    ok = F.col("reason").isNull()
+    if last_seqs:
+        pairs: list[Any] = []
+        for sid, seq in last_seqs.items():
+            pairs += [F.lit(sid), F.lit(int(seq))]
+        known = F.coalesce(F.element_at(F.create_map(*pairs), F.col("stream_id")), F.lit(-1))
+        old = F.col("seq") <= known
+    else:
+        old = F.lit(False)
+    df = df.select(
+        "partition",
+        F.when(ok, F.col("stream_id")).alias("sid"),
+        F.when(ok, F.floor(F.col("ts") / WINDOW_MS) * WINDOW_MS).cast("long").alias("win"),
+        "reason",
+        F.when(~ok, F.col("offset")).alias("bad_offset"),
+        F.when(ok & old, 1).otherwise(0).alias("is_old"),
+        F.when(ok & ~old, F.col("seq")).alias("new_seq"),
+        "seq", "ts", *NUMERIC_FIELDS,
+    )
+    aggs = [
+        F.count(F.lit(1)).alias("n"), F.sum("is_old").alias("old"),
+        F.count_distinct("new_seq").alias("new_distinct"),
+        F.min("seq").alias("min_seq"), F.max("seq").alias("max_seq"),
+        F.min("ts").alias("min_ts"), F.max("ts").alias("max_ts"),
+    ]
+    for f in NUMERIC_FIELDS:
+        aggs += [F.count(f).alias(f"c_{f}"), F.sum(f).alias(f"s_{f}"),
+                 F.sum(F.col(f) * F.col(f)).alias(f"q_{f}"),
+                 F.min(f).alias(f"lo_{f}"), F.max(f).alias(f"hi_{f}")]
+    return df.groupBy("partition", "sid", "win", "reason", "bad_offset").agg(*aggs)
+
+
+def raw_frame(session: Any, table: pa.Table) -> Any:
+    """Arrow (value, key, partition, offset) -> parsed columns + reason, all inside Spark."""
+    from pyspark.sql import functions as F
+
+    df = session.createDataFrame(table)
+    key = F.col("key").cast("string")
+    parsed = F.from_json(F.col("value").cast("string"), _json_schema())
+    df = df.select("partition", "offset", key.alias("key"), parsed.alias("p"))
+    return df.select(
+        "partition", "offset", reason_column(F.col("p"), F.col("key")).alias("reason"),
+        *[F.col("p")[c].alias(c) for c in ("stream_id", "seq", "ts", *NUMERIC_FIELDS)],
+    )
+
+
+def fold(rows: list[Any]) -> BatchResult:
+    """Spark result rows -> one BatchPartial per (partition, stream) + the bad records."""
+    result = BatchResult()
+    for r in rows:
+        if r["reason"] is not None:
+            result.bad.append((int(r["partition"]), int(r["bad_offset"]), str(r["reason"])))
+            continue
+        fields = {
+            f: FieldStats(count=int(r[f"c_{f}"]), sum=float(r[f"s_{f}"] or 0.0),
+                          sumsq=float(r[f"q_{f}"] or 0.0), min=r[f"lo_{f}"], max=r[f"hi_{f}"])
+            for f in NUMERIC_FIELDS
+        }
+        win = WindowAgg(int(r["win"]), int(r["n"]), {k: _copy(v) for k, v in fields.items()})
+        part = BatchPartial(
+            stream_id=str(r["sid"]), partition=int(r["partition"]), count=int(r["n"]),
+            old=int(r["old"] or 0), new_distinct=int(r["new_distinct"]),
+            min_seq=r["min_seq"], max_seq=r["max_seq"], min_ts=r["min_ts"], max_ts=r["max_ts"],
+            fields=fields, windows={win.start: win},
+        )
+        k = (part.partition, part.stream_id)
+        if k in result.partials:
+            result.partials[k].add(part)
+        else:
+            result.partials[k] = part
+    return result
+
+
+def _copy(s: FieldStats) -> FieldStats:
+    return FieldStats(s.count, s.sum, s.sumsq, s.min, s.max)
+
+
+class SparkSummariser:
+    """Holds one Spark Connect session; drops it after a failure so the next try reconnects."""
+
+    def __init__(self, remote: str | None) -> None:
+        self.remote = remote
+        self._session: Any = None
+
+    def session(self) -> Any:
+        if self._session is None:
+            from backend.engine.session import connect
+
+            self._session = connect(self.remote)
+        return self._session
+
+    def warm_up(self) -> None:
+        """First query of a fresh session is slow; pay it before joining the group."""
+        table = pa.table({"value": pa.array([b'{"stream_id":"w","seq":0,"ts":0}'], pa.binary()),
+                          "key": pa.array([b"w"], pa.binary()),
+                          "partition": pa.array([0], pa.int32()),
+                          "offset": pa.array([0], pa.int64())})
+        self.summarise(table, {})
+
+    def summarise(self, table: pa.Table, last_seqs: dict[str, int]) -> BatchResult:
+        start = time.monotonic()
+        try:
+            rows = aggregate(raw_frame(self.session(), table), last_seqs).collect()
+        except Exception:
+            self.reset()
+            raise
+        result = fold(rows)
+        result.seconds = time.monotonic() - start
+        return result
+
+    def reset(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            with contextlib.suppress(Exception):
+                session.stop()

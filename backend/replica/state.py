@@ -1,0 +1,101 @@
+"""Per-stream summaries: restored from the compacted changelog, written back after each batch.
+
+The changelog (key = stream_id, partition = the input partition) is the replica's durable
+state: a replica that dies loses nothing, because whoever gets its partitions reads their
+changelog partitions to the end before processing a single input record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from backend.replica.summary import Summary
+
+log = logging.getLogger("groupscope.replica")
+
+
+class RestoreTimeout(RuntimeError):
+    pass
+
+
+class StateStore:
+    """In-memory summaries of the streams in the owned partitions."""
+
+    def __init__(self, settings: KafkaSettings, changelog: str, replica: str) -> None:
+        self.settings = settings
+        self.changelog = changelog
+        self.replica = replica
+        self.summaries: dict[str, Summary] = {}
+
+    def streams_in(self, partitions: Iterable[int]) -> list[str]:
+        wanted = set(partitions)
+        return sorted(s.stream_id for s in self.summaries.values() if s.partition in wanted)
+
+    def last_seqs(self) -> dict[str, int]:
+        return {sid: s.last_seq for sid, s in self.summaries.items()}
+
+    def drop(self, partitions: Iterable[int]) -> None:
+        wanted = set(partitions)
+        for sid in [sid for sid, s in self.summaries.items() if s.partition in wanted]:
+            del self.summaries[sid]
+
+    def restore(self, partitions: Iterable[int], timeout: float = 60.0) -> int:
+        """Read the changelog partitions to their end (read_committed); return summaries read.
+
+        In exactly-once mode a crashed owner may leave an open transaction: the last stable
+        offset then stays below the high watermark until the broker aborts it (the producer's
+        transaction timeout), and we wait for that rather than restore a stale state.
+        """
+        parts = sorted(set(partitions))
+        if not parts:
+            return 0
+        consumer = Consumer(self.settings.client_config(**{
+            "group.id": f"groupscope-restore-{uuid.uuid4().hex[:8]}",
+            "client.id": f"{self.replica}-restore",
+            "enable.auto.commit": False, "enable.partition.eof": True,
+            "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+        }))
+        found = 0
+        try:
+            targets: dict[int, int] = {}
+            for p in parts:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.changelog, p), timeout=10.0)
+                if high > low:
+                    targets[p] = high
+            if not targets:
+                return 0
+            consumer.assign([TopicPartition(self.changelog, p, OFFSET_BEGINNING) for p in targets])
+            deadline = time.monotonic() + timeout
+            while targets:
+                if time.monotonic() > deadline:
+                    raise RestoreTimeout(
+                        f"changelog {self.changelog} partitions {sorted(targets)} not read to "
+                        f"their end within {timeout:.0f}s")
+                for msg in consumer.consume(500, 0.5):
+                    err = msg.error()
+                    p = msg.partition()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            if p in targets and msg.offset() >= targets[p]:
+                                del targets[p]
+                            continue
+                        raise RuntimeError(f"changelog restore failed: {err}")
+                    if msg.value() is None:  # tombstone
+                        self.summaries.pop(msg.key().decode(), None)
+                        continue
+                    summary = Summary.from_dict(orjson.loads(msg.value()))
+                    self.summaries[summary.stream_id] = summary
+                    found += 1
+                    if p in targets and msg.offset() + 1 >= targets[p]:
+                        del targets[p]
+        finally:
+            consumer.close()
+        return found

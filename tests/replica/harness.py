@@ -1,0 +1,227 @@
+"""Real-process test harness for replicas: topics, a contract producer, events, summaries.
+
+Replicas run as `python -m backend.cli replica ...` subprocesses so SIGKILL is a real crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from backend.contracts import summaries_topic
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def message(stream: str, seq: int, ts: int | None = None) -> bytes:
+    ts = ts if ts is not None else 1_700_000_000_000 + seq * 100
+    return orjson.dumps({
+        "stream_id": stream, "seq": seq, "ts": ts, "speed_kmh": 40.0 + seq % 50,
+        "rpm": 1500.0 + (seq % 7) * 100, "gear": 3, "engine_temp_c": 88.5,
+        "lat": 48.1 + seq * 1e-5, "lon": 11.5 + seq * 1e-5,
+    })
+
+
+class ContractProducer:
+    """Contract-shaped telemetry for `streams` cars at `rate` msg/s, murmur2-partitioned."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, streams: int = 12,
+                 rate: float = 150.0) -> None:
+        self.topic = topic
+        self.streams = [f"car-{i:02d}" for i in range(1, streams + 1)]
+        self.rate = rate
+        self.next_seq = dict.fromkeys(self.streams, 0)
+        self._producer = Producer(settings.client_config(**{
+            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True}))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[str] = []
+
+    def _on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def produce_one_round(self) -> None:
+        for s in self.streams:
+            self._producer.produce(self.topic, key=s.encode(),
+                                   value=message(s, self.next_seq[s]),
+                                   on_delivery=self._on_delivery)
+            self.next_seq[s] += 1
+        self._producer.poll(0)
+
+    def _run(self) -> None:
+        interval = len(self.streams) / self.rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.produce_one_round()
+            next_at += interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def start(self) -> ContractProducer:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(10)
+        assert self._producer.flush(30) == 0, "producer did not flush"
+        assert not self.errors, self.errors[:3]
+        return dict(self.next_seq)
+
+    def produce_raw(self, key: bytes | None, value: bytes | None) -> None:
+        self._producer.produce(self.topic, key=key, value=value, on_delivery=self._on_delivery)
+
+
+class EventLog:
+    """Tails the events topic in a thread; every event as a dict, in order."""
+
+    def __init__(self, settings: KafkaSettings, topic: str) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = Consumer(settings.client_config(**{
+            "group.id": f"test-events-{time.time_ns()}", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest"}))
+        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for m in self._consumer.consume(500, 0.2):
+                if m.error() is None:
+                    with self._lock:
+                        self.events.append(orjson.loads(m.value()))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+    def of(self, type_: str | None = None, replica: str | None = None,
+           since: float = 0.0) -> list[dict[str, Any]]:
+        with self._lock:
+            return [e for e in self.events
+                    if (type_ is None or e["type"] == type_)
+                    and (replica is None or e["replica"] == replica)
+                    and e["ts"] >= since * 1000]
+
+    def latest_heartbeats(self, replicas: list[str], since: float = 0.0) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for e in self.of("heartbeat", since=since):
+            if e["replica"] in replicas:
+                out[e["replica"]] = e
+        return out
+
+
+def read_summaries(settings: KafkaSettings, group: str, partitions: int = 6,
+                   timeout: float = 20.0) -> dict[str, dict]:
+    """Latest committed summary per stream, read to the end of the changelog."""
+    topic = summaries_topic(group)
+    c = Consumer(settings.client_config(**{
+        "group.id": f"test-sum-{time.time_ns()}", "enable.auto.commit": False,
+        "enable.partition.eof": True, "isolation.level": "read_committed"}))
+    try:
+        ends = {}
+        for p in range(partitions):
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if hi > lo:
+                ends[p] = hi
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        out: dict[str, dict] = {}
+        pending = set(ends)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.3):
+                if m.error() is not None:
+                    eof = m.error().code() == KafkaError._PARTITION_EOF
+                    if eof and m.offset() >= ends[m.partition()]:
+                        pending.discard(m.partition())
+                    continue
+                out[m.key().decode()] = orjson.loads(m.value())
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+        return out
+    finally:
+        c.close()
+
+
+@dataclass
+class ReplicaFleet:
+    """Replica subprocesses; `close()` kills whatever is still running."""
+
+    settings: KafkaSettings
+    spark_remote: str
+    group: str
+    topic: str
+    log_dir: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    stopped: set[str] = field(default_factory=set)
+
+    def start(self, name: str, *extra: str) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "backend.cli", "replica", "--id", name,
+               "--group", self.group, "--topic", self.topic,
+               "--bootstrap", self.settings.bootstrap, "--spark-remote", self.spark_remote,
+               "--batch-ms", "500", *extra]
+        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.procs[name] = proc
+        return proc
+
+    def check_alive(self) -> None:
+        """Fail fast, with the log tail, when a replica died that the test did not stop."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and name not in self.stopped:
+                tail = "\n".join(self.output(name).splitlines()[-15:])
+                raise AssertionError(f"replica {name} exited with {proc.returncode}:\n{tail}")
+
+    def wait(self, check: Any, timeout: float, what: str, interval: float = 0.2) -> Any:
+        """wait_until, but a replica dying unexpectedly fails at once with its log."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            value = check()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(interval)
+
+    def kill(self, name: str) -> None:
+        self.stopped.add(name)
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait(10)
+
+    def terminate(self, name: str, timeout: float = 60.0) -> int:
+        self.stopped.add(name)
+        self.procs[name].send_signal(signal.SIGTERM)
+        return self.procs[name].wait(timeout)
+
+    def output(self, name: str) -> str:
+        return (self.log_dir / f"{name}.log").read_text(errors="replace")
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)

@@ -1,0 +1,120 @@
+"""Issue 3 acceptance: replicas as real processes on the real broker and Spark.
+
+Every wait is on a condition (events, summaries); every process is killed in the fixture.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.replica.harness import ContractProducer, read_summaries
+
+NAMES = ["r1", "r2", "r3"]
+PARTITIONS = set(range(6))
+
+
+def _exclusive_owners(events, names, since=0.0):
+    """{replica: partitions} once the latest heartbeats cover every partition exactly once."""
+    beats = events.latest_heartbeats(names, since=since)
+    if set(beats) != set(names):
+        return None
+    owned = [p for b in beats.values() for p in b["partitions"]]
+    if sorted(owned) != sorted(PARTITIONS):
+        return None
+    return {r: set(b["partitions"]) for r, b in beats.items()}
+
+
+def _wait_drained(fleet, kafka, group, produced, timeout=90.0):
+    def complete():
+        summaries = read_summaries(kafka, group)
+        ok = all(s in summaries and summaries[s]["last_seq"] + 1 == n
+                 and summaries[s]["count"] - summaries[s]["duplicates"] == n
+                 for s, n in produced.items())
+        return summaries if ok else None
+
+    try:
+        return fleet.wait(complete, timeout, interval=1.0, what="every stream summarised")
+    except TimeoutError:
+        summaries = read_summaries(kafka, group)
+        detail = {s: (n, {k: summaries.get(s, {}).get(k)
+                          for k in ("count", "last_seq", "duplicates", "gaps")})
+                  for s, n in produced.items()}
+        raise AssertionError(f"not drained (produced, summary): {detail}") from None
+
+
+SCENARIOS = [
+    pytest.param("classic", "range", False, "kill", id="range-atleastonce-kill"),
+    pytest.param("classic", "roundrobin", True, "term", id="roundrobin-eos-term"),
+    pytest.param("classic", "cooperative-sticky", True, "kill", id="coopsticky-eos-kill"),
+    pytest.param("consumer", "uniform", True, "kill", id="kip848-uniform-eos-kill"),
+    pytest.param("consumer", "uniform", False, "term", id="kip848-uniform-atleastonce-term"),
+]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("protocol", "assignor", "eos", "stop"), SCENARIOS)
+def test_group_survives_a_member_leaving(kafka, layout, events, fleet, protocol, assignor,
+                                         eos, stop):
+    group, topic = layout
+    producer = ContractProducer(kafka, topic, streams=12, rate=150.0).start()
+    try:
+        args = ["--protocol", protocol, "--assignor", assignor]
+        if eos:
+            args.append("--exactly-once")
+        for name in NAMES:
+            fleet.start(name, *args)
+
+        # every partition owned by exactly one replica, and all three processing
+        owners = fleet.wait(lambda: _exclusive_owners(events, NAMES), 120,
+                            what="3 replicas owning 6 partitions exclusively")
+        fleet.wait(lambda: all(b["processed"] > 0
+                               for b in events.latest_heartbeats(NAMES).values())
+                   and len(events.latest_heartbeats(NAMES)) == 3, 60,
+                   what="all replicas processing")
+        owners = fleet.wait(lambda: _exclusive_owners(events, NAMES), 30, what="stable owners")
+
+        victim = max(owners, key=lambda r: len(owners[r]))
+        victim_streams = set(events.latest_heartbeats([victim])[victim]["streams"])
+        assert victim_streams, "the victim owned no streams"
+        survivors = [n for n in NAMES if n != victim]
+        left_at = time.time()
+        if stop == "kill":
+            fleet.kill(victim)
+        else:
+            assert fleet.terminate(victim) == 0
+            assert events.of("stopped", victim), "graceful stop publishes `stopped`"
+
+        # the survivors receive the victim's streams (events prove it)
+        def received_by_survivors():
+            got = {e["stream"] for e in events.of("stream_received", since=left_at)
+                   if e["replica"] in survivors}
+            return victim_streams <= got
+
+        fleet.wait(received_by_survivors, 60, what=f"survivors receiving {victim}'s streams")
+        fleet.wait(lambda: _exclusive_owners(events, survivors, since=left_at), 30,
+                   what="survivors owning all partitions")
+    finally:
+        produced = producer.stop()
+
+    summaries = _wait_drained(fleet, kafka, group, produced)
+    for stream, n in produced.items():
+        s = summaries[stream]
+        assert s["gaps"] == 0, (stream, s["gaps"])
+        assert s["last_seq"] + 1 == n
+        if eos:
+            assert s["duplicates"] == 0, (stream, s["duplicates"])
+            assert s["count"] == n
+        else:
+            assert s["count"] >= n
+            assert s["count"] - s["duplicates"] == n
+        assert s["fields"]["speed_kmh"]["count"] == s["count"]
+    if stop == "term":
+        assert "Stream revoked: car-" in fleet.output(victim)
+    assert any("New stream received: car-" in fleet.output(n) for n in NAMES)
+
+    for name in survivors:  # graceful stop of the rest
+        assert fleet.terminate(name) == 0
+    fleet.wait(lambda: {e["replica"] for e in events.of("stopped")} >= set(survivors), 30,
+               what="stopped events")
