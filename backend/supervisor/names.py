@@ -19,8 +19,9 @@ NAMES: tuple[str, ...] = (
 )
 
 # Purple and blue first (the colours of the Quix scaling figures), then hues far apart.
-# All mid-tones: white text is legible on each, and each stands out on white and on
-# Streamlit's dark background (checked by tests/supervisor/test_names.py).
+# All mid-tones: each stands out on white and on Streamlit's dark background, the first 16
+# are far apart (CIE76 distance > 18), and `text_colour_on` gives a legible label colour
+# (checked by tests/supervisor/test_names.py).
 PALETTE: tuple[str, ...] = (
     "#7c3aed",  # violet
     "#2563eb",  # blue
@@ -35,10 +36,10 @@ PALETTE: tuple[str, ...] = (
     "#ea580c",  # orange
     "#c026d3",  # fuchsia
     "#0369a1",  # sky
-    "#15803d",  # green
+    "#475569",  # slate
     "#be123c",  # rose
     "#a16207",  # ochre
-    "#475569",  # slate
+    "#15803d",  # green
     "#92400e",  # brown
     "#6d28d9",  # purple
     "#4d7c0f",  # olive
