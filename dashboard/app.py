@@ -20,7 +20,9 @@ from dashboard.theme import CSS  # noqa: E402
 st.set_page_config(page_title="groupscope", page_icon=":material/hub:", layout="wide")
 st.html(CSS)
 
-_PAGES = Path(__file__).resolve().parent / "pages"
+# "screens", not "pages": a pages/ directory would switch on Streamlit's older file-based
+# navigation, which serves each file directly and bypasses st.navigation and this chrome.
+_PAGES = Path(__file__).resolve().parent / "screens"
 
 pages = [
     st.Page(_PAGES / "status.py", title="Status", icon=":material/monitor_heart:",

@@ -16,10 +16,14 @@ def _age(reading: Reading) -> str:
     return f"checked {reading.age_s(time.time()):.0f} s ago in {reading.duration_s:.1f} s"
 
 
+def _n(count: int, noun: str) -> str:
+    return f"**{count}** {noun}{'' if count == 1 else 's'}"
+
+
 def render_status(target: ClusterTarget, cluster: Reading[ClusterOverview] | None,
                   remote: str, engine: Reading[EngineStatus] | None) -> None:
     kafka_col, spark_col = st.columns(2)
-    with kafka_col, st.container(border=True):
+    with kafka_col, st.container(border=True, key="kafka-status"):
         st.subheader("Kafka")
         st.caption(target.describe())
         if cluster is None:
@@ -27,14 +31,14 @@ def render_status(target: ClusterTarget, cluster: Reading[ClusterOverview] | Non
         elif cluster.ok and cluster.value is not None:
             ov = cluster.value
             st.badge("reachable", icon=":material/check_circle:", color="green")
-            st.markdown(f"**{ov.brokers}** broker{'s' if ov.brokers != 1 else ''}, "
-                        f"**{len(ov.topics)}** topics, **{len(ov.groups)}** consumer groups")
+            st.markdown(f"{_n(ov.brokers, 'broker')}, {_n(len(ov.topics), 'topic')}, "
+                        f"{_n(len(ov.groups), 'consumer group')}")
             st.caption(_age(cluster))
         else:
             st.badge("unreachable", icon=":material/error:", color="red")
             st.error(cluster.error or "unknown error", icon=":material/cloud_off:")
             st.caption(_age(cluster) + " · retrying every 2 s")
-    with spark_col, st.container(border=True):
+    with spark_col, st.container(border=True, key="spark-status"):
         st.subheader("Spark engine")
         st.caption(f"{remote} · Spark Connect")
         if engine is None:

@@ -16,7 +16,7 @@ def _status_page(monkeypatch, env: dict[str, str]) -> AppTest:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     at = AppTest.from_file(APP, default_timeout=30)
-    at.switch_page("pages/status.py")
+    at.switch_page("screens/status.py")
     return at
 
 

@@ -1,0 +1,75 @@
+"""Fixtures' machinery for browser tests: a real `groupscope web` server and headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from backend.netutil import free_port, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+            return resp.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@contextmanager
+def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """Run `groupscope web` on a free port with `env`; yield its URL; always stop it."""
+    port = free_port()
+    full_env = {**os.environ, **env, "GROUPSCOPE_WEB_PORT": str(port)}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "web", "--port", str(port)],
+                                cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until(lambda: proc.poll() is not None or _healthy(url), 60,
+                       what="the dashboard health endpoint")
+            assert proc.poll() is None, f"web exited with {proc.returncode}; see {log_path}"
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+@contextmanager
+def chromium_page(viewport: tuple[int, int] = (1600, 1000)):
+    """A Playwright page in Debian's Chromium with a fresh profile; closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    profile = tempfile.mkdtemp(prefix="gs-chromium-")
+    try:
+        with sync_playwright() as pw:
+            ctx = pw.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": viewport[0], "height": viewport[1]})
+            try:
+                page = ctx.pages[0] if ctx.pages else ctx.new_page()
+                yield page
+            finally:
+                ctx.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)

@@ -1,0 +1,44 @@
+"""The Status page in a real browser: `groupscope web` served, Chromium shows the real cluster."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.dashboard.browser import chromium_page, web_server
+
+STATUS_PATH = ""  # the default page for now
+
+pytestmark = [pytest.mark.browser, pytest.mark.broker, pytest.mark.spark]
+
+
+def test_status_page_in_chromium(broker, kafka, spark_remote, unique, artifacts_dir, tmp_path):
+    topic = f"browser-{unique}"
+    admin = AdminClient(kafka.client_config())
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(30)
+    env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
+           "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": ""}
+    with web_server(env, tmp_path / "web.log") as url, chromium_page() as page:
+        page.goto(f"{url}/{STATUS_PATH}")
+        try:
+            _check(page, topic)
+        finally:
+            page.screenshot(path=str(artifacts_dir / "status-page.png"), full_page=True)
+
+
+def _check(page, topic: str) -> None:
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_text("Page not found").count() == 0
+    page.get_by_text("Cluster status").first.wait_for(timeout=30_000)
+    kafka_card = page.locator(".st-key-kafka-status")
+    spark_card = page.locator(".st-key-spark-status")
+    for card in (kafka_card, spark_card):
+        page.wait_for_function(
+            "el => / reachable/.test(' ' + el.innerText) && !el.innerText.includes('checking')",
+            arg=card.element_handle(timeout=30_000), timeout=30_000)
+        assert "unreachable" not in card.inner_text()
+    page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=30_000)
+    page.wait_for_function(
+        "name => [...document.querySelectorAll('[data-testid=stDataFrame]')]"
+        ".some(e => e.innerText.includes(name) || e.innerHTML.includes(name))",
+        arg=topic, timeout=30_000)
