@@ -25,8 +25,10 @@ st.html(CSS)
 _PAGES = Path(__file__).resolve().parent / "screens"
 
 pages = [
+    st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:", url_path="live",
+            default=True),
     st.Page(_PAGES / "status.py", title="Status", icon=":material/monitor_heart:",
-            url_path="status", default=True),
+            url_path="status"),
 ]
 
 st.navigation(pages, position="top").run()

@@ -156,3 +156,128 @@ def _engine_poller(remote: str, interval_s: float) -> Poller:
     from dashboard.checks import probe_engine
 
     return Poller(f"engine:{remote}", lambda: probe_engine(remote), interval_s)
+
+
+# ---- the group observer and the supervisor's status ----------------------------------------
+
+class SharedObserver:
+    """One backend.observer.Observer per (cluster, group, topic), shared by every tab.
+
+    The Observer runs its own thread; this wrapper starts it on first read, reports a bad
+    cluster configuration as an error instead of raising, and stops it after `idle_stop_s`
+    without readers (its history stays, and it resumes on the next read).
+    """
+
+    def __init__(self, target: object, group: str, topic: str | None,
+                 interval_s: float = 1.0, idle_stop_s: float = 300.0) -> None:
+        self.target = target
+        self.group = group
+        self.topic = topic
+        self.interval_s = interval_s
+        self.idle_stop_s = idle_stop_s
+        self.error: str | None = None
+        self._observer = None
+        self._lock = threading.Lock()
+        self._last_read = time.monotonic()
+        self._watchdog: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def _ensure(self):
+        self._last_read = time.monotonic()
+        with self._lock:
+            if self._observer is None:
+                from backend.observer.observer import Observer
+
+                try:
+                    settings = self.target.settings()  # type: ignore[attr-defined]
+                except Exception as exc:
+                    self.error = one_line(exc)
+                    return None
+                self._observer = Observer(settings, self.group, self.topic,
+                                          interval=self.interval_s)
+                self.error = None
+            if self._observer._thread is None:
+                self._observer.start()
+            if self._watchdog is None or not self._watchdog.is_alive():
+                self._closed.clear()
+                self._watchdog = threading.Thread(target=self._watch, daemon=True,
+                                                  name=f"observer-watch:{self.group}")
+                self._watchdog.start()
+            return self._observer
+
+    def latest(self, wait_s: float = 0.0):
+        obs = self._ensure()
+        if obs is None:
+            return None
+        deadline = time.monotonic() + wait_s
+        snap = obs.latest()
+        while snap is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            snap = obs.latest()
+        return snap
+
+    def history(self, since_ms: int | None = None) -> tuple:
+        obs = self._ensure()
+        return obs.history(since_ms) if obs is not None else ()
+
+    def summaries(self) -> dict:
+        obs = self._ensure()
+        return obs.summaries() if obs is not None else {}
+
+    def poll_now(self) -> None:
+        """After a control action: a snapshot now instead of at the next tick."""
+        obs = self._ensure()
+        if obs is not None:
+            threading.Thread(target=obs.poll_once, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(2.0):
+            if time.monotonic() - self._last_read > self.idle_stop_s:
+                self._halt()
+                return
+
+    def _halt(self) -> None:
+        with self._lock:
+            if self._observer is not None:
+                self._observer.stop(timeout=5.0)
+
+    def stop(self) -> None:
+        self._closed.set()
+        self._halt()
+
+
+def observer_for(target: object, group: str, topic: str | None) -> SharedObserver:
+    return _observer_for(target, group, topic)
+
+
+def _release_observer(shared: SharedObserver) -> None:
+    threading.Thread(target=shared.stop, daemon=True).start()
+
+
+def _cached_observer(func: Callable) -> Callable:
+    import streamlit as st
+
+    return st.cache_resource(show_spinner=False, max_entries=8,
+                             on_release=_release_observer)(func)
+
+
+@_cached_observer
+def _observer_for(target: object, group: str, topic: str | None) -> SharedObserver:
+    return SharedObserver(target, group, topic)
+
+
+def supervisor_poller(data_dir: str, interval_s: float = 1.0) -> Poller:
+    """The supervisor's /status, or the reason it cannot be had (not running, no token)."""
+    return _supervisor_poller(data_dir, interval_s)
+
+
+@_cached
+def _supervisor_poller(data_dir: str, interval_s: float) -> Poller:
+    from pathlib import Path
+
+    def probe():
+        from backend.supervisor.client import ControlClient
+
+        return ControlClient.discover(Path(data_dir), timeout=2.0).status()
+
+    return Poller(f"supervisor:{data_dir}", probe, interval_s)

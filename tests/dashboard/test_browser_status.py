@@ -7,7 +7,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.dashboard.browser import chromium_page, web_server
 
-STATUS_PATH = ""  # the default page for now
+STATUS_PATH = "status"
 
 pytestmark = [pytest.mark.browser, pytest.mark.broker, pytest.mark.spark]
 

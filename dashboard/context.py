@@ -1,0 +1,48 @@
+"""Which cluster, group and topic a page shows, and whether it may change anything.
+
+The `web` process reads the environment (`groupscope up` / `groupscope watch` set it); the
+Watch page can point one browser session elsewhere through st.session_state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+from dashboard.checks import ClusterTarget
+
+ENV_GROUP = "GROUPSCOPE_GROUP"
+ENV_TOPIC = "GROUPSCOPE_TOPIC"
+ENV_READONLY = "GROUPSCOPE_READONLY"  # set by `groupscope watch`: every control hidden
+WATCH_KEY = "gs_watch"
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    target: ClusterTarget
+    group: str
+    topic: str | None
+    read_only: bool = False  # controls hidden (watch mode)
+    watching: bool = False  # another cluster chosen on the Watch page
+
+    @property
+    def label(self) -> str:
+        return f"{self.group} on {self.target.bootstrap or 'configured cluster'}"
+
+
+def read_only_env() -> bool:
+    return os.environ.get(ENV_READONLY, "").lower() in ("1", "true", "yes")
+
+
+def env_context() -> ViewContext:
+    return ViewContext(ClusterTarget.from_env(), os.environ.get(ENV_GROUP) or DEFAULT_GROUP,
+                       os.environ.get(ENV_TOPIC) or INPUT_TOPIC, read_only=read_only_env())
+
+
+def current_context(session_state: object | None = None) -> ViewContext:
+    """The Watch page's choice for this browser session, else the environment's."""
+    chosen = getattr(session_state, "get", lambda _k, _d=None: None)(WATCH_KEY)
+    if isinstance(chosen, ViewContext):
+        return chosen
+    return env_context()

@@ -1,0 +1,148 @@
+"""Sidebar controls: each widget calls the supervisor's control API through its typed client.
+
+Disabled, with a one-line reason, when the page is read-only, when no supervisor answers, or
+when the group shown is not the one the supervisor manages. A refused call shows the API's
+one-line message; nothing here raises into the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+from backend.paths import data_dir
+from dashboard.context import ViewContext
+from dashboard.pollers import Reading, supervisor_poller
+
+PROTOCOLS = {"classic": ("range", "roundrobin", "cooperative-sticky"),
+             "consumer": ("uniform", "range")}
+
+
+def disabled_reason(ctx: ViewContext, status: Reading | None) -> str | None:
+    """None when controls may act; otherwise the one line that says why not."""
+    if ctx.read_only:
+        return "Read-only mode: this dashboard only watches."
+    if ctx.watching:
+        return "Watching another cluster: controls act only on the local stack."
+    if status is None:
+        return "Looking for the supervisor…"
+    if not status.ok or status.value is None:
+        return f"No supervisor: {status.error}"
+    if status.value.group != ctx.group:
+        return f"Group {ctx.group} is not managed here (the supervisor runs {status.value.group})."
+    return None
+
+
+def _call(label: str, action: Callable[[Any], object]) -> None:
+    from backend.supervisor.client import ControlClient, ControlError
+
+    try:
+        client = ControlClient.discover(data_dir(), timeout=20.0)
+        result = action(client)
+    except ControlError as exc:
+        st.session_state["gs_ctl_msg"] = ("error", f"{label}: {exc}")
+    else:
+        st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(result)}")
+    supervisor_poller(str(data_dir())).poll_now()
+
+
+def _summary(result: object) -> str:
+    if hasattr(result, "name") and hasattr(result, "state"):
+        return f"{result.name} is {result.state}"
+    if isinstance(result, dict):
+        if "started" in result:
+            return (f"started {', '.join(result['started']) or 'none'}; stopping "
+                    f"{', '.join(result.get('stopping', [])) or 'none'}")
+        return ", ".join(f"{k}={v}" for k, v in list(result.items())[:4])
+    if hasattr(result, "moved"):
+        return (f"{result.before} → {result.after} partitions; "
+                f"{len(result.moved)} of {result.streams_checked} streams moved")
+    if hasattr(result, "protocol"):
+        return (f"new replicas join with {result.protocol}/{result.assignor}"
+                f"{', exactly-once' if result.exactly_once else ''}")
+    return "done"
+
+
+def render_controls(ctx: ViewContext) -> None:
+    """Draw the controls panel (call inside `with st.sidebar:`)."""
+    if ctx.read_only:
+        st.caption("Read-only mode: this dashboard only watches.")
+        return
+    _controls_panel(ctx)
+
+
+@st.fragment(run_every=2.0)
+def _controls_panel(ctx: ViewContext) -> None:
+    reading = supervisor_poller(str(data_dir())).latest(wait_s=2.0)
+    reason = disabled_reason(ctx, reading)
+    off = reason is not None
+    st.subheader("Controls")
+    if reason:
+        st.caption(reason)
+    status = reading.value if reading is not None and reading.ok else None
+    msg = st.session_state.pop("gs_ctl_msg", None)
+    if msg:
+        (st.success if msg[0] == "ok" else st.error)(msg[1])
+
+    running = [r.name for r in status.running] if status else []
+    name = st.selectbox("replica", running or ["(none)"], disabled=off or not running,
+                        key="ctl_replica")
+    c1, c2, c3 = st.columns(3)
+    if c1.button("Kill", disabled=off or not running, key="ctl_kill",
+                 help="SIGKILL: the group notices after the session timeout"):
+        _call(f"kill {name}", lambda c: c.kill(name))
+        st.rerun(scope="fragment")
+    if c2.button("Stop", disabled=off or not running, key="ctl_stop",
+                 help="SIGTERM: finish the batch, commit, leave at once"):
+        _call(f"stop {name}", lambda c: c.stop(name))
+        st.rerun(scope="fragment")
+    if c3.button("Start", disabled=off, key="ctl_start", help="start one more replica"):
+        _call("start", lambda c: c.start())
+        st.rerun(scope="fragment")
+
+    count = st.number_input("replicas", min_value=0,
+                            max_value=max(1, status.max_replicas) if status else 32,
+                            value=len(running), step=1, disabled=off, key="ctl_scale_n")
+    if st.button("Scale", disabled=off, key="ctl_scale"):
+        _call(f"scale to {int(count)}", lambda c: c.scale(int(count)))
+        st.rerun(scope="fragment")
+
+    opts = status.options if status else None
+    protocol = st.selectbox("protocol for new replicas", list(PROTOCOLS), disabled=off,
+                            index=list(PROTOCOLS).index(opts.protocol)
+                            if opts and opts.protocol in PROTOCOLS else 0, key="ctl_protocol")
+    assignors = PROTOCOLS[protocol]
+    assignor = st.selectbox("assignor", assignors, disabled=off,
+                            index=assignors.index(opts.assignor)
+                            if opts and opts.assignor in assignors else 0, key="ctl_assignor")
+    eos = st.toggle("exactly-once", value=bool(opts.exactly_once) if opts else False,
+                    disabled=off, key="ctl_eos")
+    if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
+        _call("options", lambda c: c.set_options(protocol, assignor, eos))
+        st.rerun(scope="fragment")
+
+    fleet = (status.fleet or {}) if status else {}
+    rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=100_000.0,
+                           value=float(fleet.get("target_rate") or 200.0), step=50.0,
+                           disabled=off or not fleet, key="ctl_rate")
+    streams = st.number_input("streams (cars)", min_value=1, max_value=100_000,
+                              value=int(fleet.get("streams") or 12), step=1,
+                              disabled=off or not fleet, key="ctl_streams")
+    f1, f2 = st.columns(2)
+    if f1.button("Set rate", disabled=off or not fleet, key="ctl_set_rate"):
+        _call("rate", lambda c: c.set_rate(float(rate)))
+        st.rerun(scope="fragment")
+    if f2.button("Set streams", disabled=off or not fleet, key="ctl_set_streams"):
+        _call("streams", lambda c: c.set_streams(int(streams)))
+        st.rerun(scope="fragment")
+
+    current = (status.partitions or 1) if status else 1
+    total = st.number_input("partitions (total)", min_value=current,
+                            max_value=max(current, 1024), value=current, step=1,
+                            disabled=off, key="ctl_partitions")
+    if st.button("Add partitions", disabled=off or int(total) <= current, key="ctl_add_parts",
+                 help="moves some keys to new partitions: per-key order breaks across the change"):
+        _call("partitions", lambda c: c.add_partitions(int(total)))
+        st.rerun(scope="fragment")

@@ -1,0 +1,151 @@
+"""Plotly figure builders: pure functions from view-model data to figures.
+
+Every figure sets `uirevision`, so a zoom or a hidden legend entry survives the once-a-second
+refresh, and takes already-bounded inputs (see live_model.MAX_POINTS). Colours of replicas
+come from theme.replica_colour, so a replica looks the same in every chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from backend.contracts import Snapshot
+from dashboard.live_model import SeriesPoint
+from dashboard.theme import REBALANCE_FILL, replica_colour
+
+FONT = {"size": 16}
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000.0)  # the server's local time, like the room's clock
+
+
+def _base_layout(fig: go.Figure, revision: str, height: int) -> go.Figure:
+    fig.update_layout(
+        uirevision=revision, height=height, font=FONT,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.08, "x": 0},
+        hovermode="x unified",
+    )
+    return fig
+
+
+def throughput_lag_figure(points: Sequence[SeriesPoint],
+                          periods: Sequence[tuple[int, int, bool]],
+                          revision: str = "live") -> go.Figure:
+    """Messages/s in and out on top, total lag below; rebalances shaded in both."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.55, 0.45],
+                        subplot_titles=("messages per second", "lag (messages)"))
+    xs = [_dt(p.ts) for p in points]
+    fig.add_trace(go.Scatter(x=xs, y=[p.produced_per_s for p in points], name="produced",
+                             mode="lines", line={"width": 3, "color": "#6b7280"}), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=[p.consumed_per_s for p in points], name="processed",
+                             mode="lines", line={"width": 3, "color": "#2563eb"}), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=[p.lag for p in points], name="lag", mode="lines",
+                             fill="tozeroy", line={"width": 3, "color": "#dc2626"}),
+                  row=2, col=1)
+    for start, end, finished in periods:
+        for row in (1, 2):
+            fig.add_vrect(x0=_dt(start), x1=_dt(end), fillcolor=REBALANCE_FILL, line_width=0,
+                          layer="below", row=row, col=1)
+        if not finished:
+            fig.add_annotation(x=_dt(end), y=1, yref="paper", text="rebalancing…",
+                               showarrow=False, xanchor="right", font={"color": "#ea580c"})
+    fig.update_yaxes(rangemode="tozero")
+    return _base_layout(fig, revision, 420)
+
+
+def ownership_figure(history: Sequence[Snapshot], revision: str = "timeline") -> go.Figure:
+    """Swimlanes: one row per partition, coloured by owner over time, rebalances shaded."""
+    segments: dict[str | None, list[tuple[int, int, int]]] = {}
+    open_: dict[int, tuple[str | None, int]] = {}
+    last_ts = history[-1].taken_ms if history else 0
+    for s in history:
+        if s.error:
+            continue
+        now = {pv.partition: pv.owner for pv in s.partitions}
+        for p, owner in now.items():
+            cur = open_.get(p)
+            if cur is None:
+                open_[p] = (owner, s.taken_ms)
+            elif cur[0] != owner:
+                segments.setdefault(cur[0], []).append((p, cur[1], s.taken_ms))
+                open_[p] = (owner, s.taken_ms)
+    for p, (owner, since) in open_.items():
+        segments.setdefault(owner, []).append((p, since, last_ts))
+    fig = go.Figure()
+    for owner in sorted(segments, key=lambda o: (o is None, o or "")):
+        segs = segments[owner]
+        fig.add_trace(go.Bar(
+            y=[f"P{p}" for p, _, _ in segs], x=[max(1, b - a) for _, a, b in segs],
+            base=[_dt(a) for _, a, _ in segs], orientation="h",
+            name=owner or "unowned", marker_color=replica_colour(owner),
+            hovertemplate=f"{owner or 'unowned'}<extra></extra>",
+        ))
+    if history:
+        for r in history[-1].rebalances:
+            end = r.end_ms if r.end_ms is not None else last_ts
+            fig.add_vrect(x0=_dt(r.start_ms), x1=_dt(end), fillcolor=REBALANCE_FILL,
+                          line_width=0, layer="above")
+    parts = sorted({pv.partition for s in history[-1:] for pv in s.partitions})
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_xaxes(type="date")
+    fig.update_yaxes(categoryorder="array", categoryarray=[f"P{p}" for p in reversed(parts)])
+    return _base_layout(fig, revision, max(250, 34 * len(parts) + 80))
+
+
+def moves_figure(moved: Sequence[tuple[int, str | None, str | None]],
+                 revision: str = "moves") -> go.Figure:
+    """Sankey of one rebalance: replica before → replica after, one unit per partition."""
+    left = sorted({a or "unowned" for _, a, _ in moved})
+    right = sorted({b or "unowned" for _, _, b in moved})
+    labels = [f"{n} (before)" for n in left] + [f"{n} (after)" for n in right]
+    colours = [replica_colour(None if n == "unowned" else n) for n in left + right]
+    flows: dict[tuple[int, int], list[int]] = {}
+    for p, a, b in moved:
+        key = (left.index(a or "unowned"), len(left) + right.index(b or "unowned"))
+        flows.setdefault(key, []).append(p)
+    fig = go.Figure(go.Sankey(
+        node={"label": labels, "color": colours, "pad": 18, "thickness": 22},
+        link={"source": [k[0] for k in flows], "target": [k[1] for k in flows],
+              "value": [len(v) for v in flows.values()],
+              "label": [", ".join(f"P{p}" for p in v) for v in flows.values()]},
+    ))
+    return _base_layout(fig, revision, 320)
+
+
+def sparkline(values: Sequence[float | None], colour: str = "#2563eb") -> go.Figure:
+    fig = go.Figure(go.Scatter(y=list(values), mode="lines", line={"width": 2, "color": colour},
+                               hoverinfo="skip"))
+    fig.update_layout(height=60, margin={"l": 0, "r": 0, "t": 0, "b": 0}, showlegend=False,
+                      xaxis={"visible": False}, yaxis={"visible": False}, uirevision="spark")
+    return fig
+
+
+def window_figure(windows: Sequence[dict], fields: Sequence[str],
+                  revision: str = "stream") -> go.Figure:
+    """One stream's tumbling-window aggregates: a line per field (mean per window)."""
+    fig = make_subplots(rows=len(fields), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=list(fields))
+    xs = [_dt(int(w.get("start_ms") or w.get("start") or 0)) for w in windows]
+    for i, name in enumerate(fields, start=1):
+        ys = [_window_mean(w, name) for w in windows]
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers"), row=i, col=1)
+    fig.update_layout(showlegend=False)
+    return _base_layout(fig, revision, 180 * len(fields) + 40)
+
+
+def _window_mean(window: dict, name: str) -> float | None:
+    stats = window.get(name) or (window.get("fields") or {}).get(name)
+    if isinstance(stats, dict):
+        count = stats.get("count") or stats.get("n")
+        total = stats.get("sum")
+        if count and total is not None:
+            return float(total) / float(count)
+        return stats.get("mean")
+    return stats if isinstance(stats, int | float) else None

@@ -1,0 +1,253 @@
+"""Pure view-model of the Live page, computed from observer Snapshots and supervisor status.
+
+No Streamlit and no I/O here: the same functions feed the page, the tests and the bench, and
+every result is bounded (feed length, chart points) whatever the size of the group's history.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from backend.contracts import Event, EventType, Snapshot
+
+MAX_FEED = 200
+MAX_POINTS = 300  # ≈ 5 min at one snapshot per second
+MAX_STREAMS_PER_REVOKE = 50
+
+
+# ---- replica cards ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReplicaCard:
+    name: str
+    status: str  # alive | idle | dead | external
+    partitions: tuple[int, ...]
+    streams: int
+    rate: float | None  # messages per second, from the replica's heartbeat
+    last_batch_ms: float | None
+    managed: bool  # started by this supervisor (so the page may kill / stop it)
+    detail: str = ""  # e.g. "killed (SIGKILL) 12 s ago"
+
+
+def _heartbeats(events: Iterable[Event]) -> dict[str, Event]:
+    last: dict[str, Event] = {}
+    for ev in events:
+        if ev.type == EventType.HEARTBEAT:
+            last[ev.replica] = ev
+    return last
+
+
+def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
+                  now_s: float | None = None) -> list[ReplicaCard]:
+    """Members the broker reports, plus replicas the supervisor ran that are gone now.
+
+    `supervised` holds the supervisor's ReplicaInfo objects (duck-typed: name, state, alive,
+    exit_signal, ended_at), so this module does not need the supervisor package.
+    """
+    import time
+
+    now_s = now_s or time.time()
+    beats = _heartbeats(snap.events)
+    by_owner: dict[str | None, int] = defaultdict(int)
+    for s in snap.streams:
+        by_owner[s.owner] += 1
+    managed = {getattr(r, "name", ""): r for r in supervised}
+    cards: list[ReplicaCard] = []
+    seen: set[str] = set()
+    for m in sorted(snap.members, key=lambda m: m.client_id):
+        name = m.client_id
+        seen.add(name)
+        hb = beats.get(name)
+        info = managed.get(name)
+        if not m.alive:
+            status = "dead"
+        elif not m.partitions:
+            status = "idle"
+        elif info is None and supervised:
+            status = "external"
+        else:
+            status = "alive"
+        cards.append(ReplicaCard(
+            name, status, tuple(sorted(m.partitions)), by_owner.get(name, 0),
+            _num(hb.fields.get("rate")) if hb else None,
+            _num(hb.fields.get("last_batch_ms")) if hb else None,
+            info is not None,
+            "not started here" if info is None and supervised else "",
+        ))
+    for name, info in sorted(managed.items()):
+        if name in seen:
+            continue
+        alive = bool(getattr(info, "alive", False))
+        state = str(getattr(info, "state", "?"))
+        ended = getattr(info, "ended_at", None)
+        if alive:
+            detail = "starting: not in the group yet"
+        else:
+            sig = getattr(info, "exit_signal", None)
+            ago = f" {now_s - ended:.0f} s ago" if ended else ""
+            detail = f"{state}{f' ({sig})' if sig else ''}{ago}"
+        cards.append(ReplicaCard(name, "alive" if alive else "dead", (), 0, None, None, True,
+                                 detail))
+    return cards
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def idle_replicas(snap: Snapshot) -> list[str]:
+    """Members with nothing to do because the group has more members than partitions."""
+    n = snap.partition_count or len(snap.partitions)
+    live = [m for m in snap.members if m.alive]
+    if n <= 0 or len(live) <= n:
+        return []
+    return sorted(m.client_id for m in live if not m.partitions)
+
+
+def idle_warning(snap: Snapshot) -> str | None:
+    idle = idle_replicas(snap)
+    if not idle:
+        return None
+    n = snap.partition_count or len(snap.partitions)
+    live = sum(1 for m in snap.members if m.alive)
+    names = ", ".join(idle)
+    verb = "is" if len(idle) == 1 else "are"
+    return (f"{live} replicas share {n} partitions, so {names} {verb} idle. "
+            f"Rule: a partition is read by one replica of the group at a time, so a group "
+            f"never has more busy replicas than partitions.")
+
+
+# ---- event feed ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FeedItem:
+    ts: int
+    replica: str
+    stream: str | None
+    kind: str  # received | revoked | assigned | lost | joined | left | crashed | error
+    text: str
+
+
+def _parts(ev: Event) -> str:
+    parts = ev.fields.get("partitions") or []
+    return ", ".join(str(p) for p in parts) if parts else "none"
+
+
+def feed_items(events: Iterable[Event], supervised: Sequence[object] = ()) -> list[FeedItem]:
+    """The feed newest first, in the Quix wording, plus joins, leaves and crashes."""
+    items: list[FeedItem] = []
+    for ev in events:
+        t, r = ev.type, ev.replica
+        if t == EventType.STREAM_RECEIVED:
+            s = str(ev.fields.get("stream"))
+            items.append(FeedItem(ev.ts, r, s, "received", f"New stream received: {s}"))
+        elif t == EventType.STREAMS_REVOKED:
+            for s in list(ev.fields.get("streams") or [])[:MAX_STREAMS_PER_REVOKE]:
+                items.append(FeedItem(ev.ts, r, str(s), "revoked", f"Stream revoked: {s}"))
+        elif t == EventType.ASSIGNED:
+            items.append(FeedItem(ev.ts, r, None, "assigned",
+                                  f"{r} assigned partitions {_parts(ev)}"))
+        elif t == EventType.REVOKED:
+            items.append(FeedItem(ev.ts, r, None, "revoked",
+                                  f"{r} gave up partitions {_parts(ev)}"))
+        elif t == EventType.LOST:
+            items.append(FeedItem(ev.ts, r, None, "lost", f"{r} lost partitions {_parts(ev)}"))
+        elif t == EventType.STARTED:
+            how = "/".join(str(ev.fields[k]) for k in ("protocol", "assignor") if ev.fields.get(k))
+            items.append(FeedItem(ev.ts, r, None, "joined",
+                                  f"{r} started and is joining the group ({how})"))
+        elif t == EventType.STOPPED:
+            items.append(FeedItem(ev.ts, r, None, "left", f"{r} stopped and left the group"))
+        elif t == EventType.ERROR:
+            items.append(FeedItem(ev.ts, r, None, "error", f"{r}: {ev.fields.get('error')}"))
+    for info in supervised:
+        ended = getattr(info, "ended_at", None)
+        state = str(getattr(info, "state", ""))
+        if ended and state in ("killed", "crashed"):
+            sig = getattr(info, "exit_signal", None)
+            name = str(getattr(info, "name", "?"))
+            items.append(FeedItem(int(ended * 1000), name, None, "crashed",
+                                  f"{name} {state}{f' ({sig})' if sig else ''}: the group "
+                                  f"notices after the session timeout"))
+    items.sort(key=lambda i: i.ts, reverse=True)
+    return items[:MAX_FEED]
+
+
+def filter_feed(items: Iterable[FeedItem], replicas: Sequence[str] = (),
+                stream: str = "") -> list[FeedItem]:
+    stream = stream.strip().lower()
+    return [i for i in items
+            if (not replicas or i.replica in replicas)
+            and (not stream or (i.stream is not None and stream in i.stream.lower()))]
+
+
+# ---- throughput and lag over time ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    ts: int
+    produced_per_s: float | None
+    consumed_per_s: float | None
+    lag: int
+
+
+def series(history: Sequence[Snapshot], limit: int = MAX_POINTS) -> list[SeriesPoint]:
+    """Rates from consecutive snapshots of the same topic; at most `limit` points."""
+    snaps = [s for s in history[-(limit + 1):] if s.error is None]
+    points: list[SeriesPoint] = []
+    prev: tuple[int, int, int, str | None] | None = None
+    for s in snaps:
+        end = sum(p.end for p in s.partitions)
+        done = sum(p.committed or 0 for p in s.partitions)
+        produced = consumed = None
+        if prev is not None and prev[3] == s.topic and s.taken_ms > prev[0]:
+            dt = (s.taken_ms - prev[0]) / 1000.0
+            produced = max(0.0, (end - prev[1]) / dt)
+            consumed = max(0.0, (done - prev[2]) / dt)
+        points.append(SeriesPoint(s.taken_ms, produced, consumed, s.total_lag))
+        prev = (s.taken_ms, end, done, s.topic)
+    return points[-limit:]
+
+
+def rebalance_periods(snap: Snapshot, since_ms: int) -> list[tuple[int, int, bool]]:
+    """(start, end, finished) of rebalances overlapping [since_ms, now]."""
+    out = []
+    for r in snap.rebalances:
+        end = r.end_ms if r.end_ms is not None else snap.taken_ms
+        if end >= since_ms:
+            out.append((max(r.start_ms, since_ms), end, r.end_ms is not None))
+    return out
+
+
+# ---- stream locator -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Location:
+    key: str
+    partition: int
+    partitions: int
+    owner: str | None
+    history: tuple[tuple[int, str | None], ...]  # (since ms, owner), oldest first
+    known: bool  # the observer has seen this stream
+
+
+def locate(key: str, snap: Snapshot, history: Sequence[Snapshot]) -> Location | None:
+    """Where a key lives: murmur2 partition, owner now, and owner changes in the history."""
+    from backend.cluster.partitioner import partition_for
+
+    n = snap.partition_count or len(snap.partitions)
+    if not key or n <= 0:
+        return None
+    p = partition_for(key, n)
+    owners = {pv.partition: pv.owner for pv in snap.partitions}
+    changes: list[tuple[int, str | None]] = []
+    for s in history:
+        if (s.partition_count or len(s.partitions)) != n or s.error:
+            continue
+        owner = next((pv.owner for pv in s.partitions if pv.partition == p), None)
+        if not changes or changes[-1][1] != owner:
+            changes.append((s.taken_ms, owner))
+    known = any(st.stream_id == key for st in snap.streams)
+    return Location(key, p, n, owners.get(p), tuple(changes[-20:]), known)

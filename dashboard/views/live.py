@@ -1,0 +1,174 @@
+"""The Live view: one fragment per panel, each refreshing itself from the shared observer.
+
+Used by the Live page (with controls) and the Watch page (read-only). Page code never talks
+to Kafka: it reads the shared observer's latest Snapshot and history, both immutable.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from backend.contracts import Snapshot
+from dashboard import live_model as lm
+from dashboard.context import ViewContext
+from dashboard.figures import throughput_lag_figure
+from dashboard.html import cards_html, lanes_html
+from dashboard.pollers import Reading, observer_for, supervisor_poller
+from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
+
+REFRESH_S = 1.0
+
+
+def _snapshot(ctx: ViewContext, wait_s: float = 0.0) -> Snapshot | None:
+    return observer_for(ctx.target, ctx.group, ctx.topic).latest(wait_s=wait_s)
+
+
+def _supervised(ctx: ViewContext) -> tuple:
+    """The supervisor's replicas when it manages this group (for dead / external cards)."""
+    if ctx.watching or ctx.read_only:
+        return ()
+    from backend.paths import data_dir
+
+    reading: Reading | None = supervisor_poller(str(data_dir())).latest()
+    if reading is None or not reading.ok or reading.value is None:
+        return ()
+    status = reading.value
+    return status.replicas if status.group == ctx.group else ()
+
+
+def _waiting(ctx: ViewContext) -> None:
+    shared = observer_for(ctx.target, ctx.group, ctx.topic)
+    if shared.error:
+        st.error(shared.error, icon=":material/cloud_off:")
+    else:
+        st.info(f"Waiting for the first snapshot of {ctx.group}…")
+
+
+def header_badges(snap: Snapshot) -> str:
+    state = snap.state or "Unknown"
+    proto = snap.protocol + (f" / {snap.assignor}" if snap.assignor else "")
+    gen = "–" if snap.generation is None else str(snap.generation)
+    return (f":{STATE_COLOURS.get(state, 'gray')}-badge[{state}] "
+            f":blue-badge[{proto}] "
+            f":{HEALTH_COLOURS.get(snap.health, 'gray')}-badge[health {snap.health}]"
+            f" generation **{gen}**")
+
+
+@st.fragment(run_every=REFRESH_S)
+def header_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx, wait_s=5.0)
+    if snap is None:
+        _waiting(ctx)
+        return
+    st.markdown(f"### {snap.group} {header_badges(snap)}")
+    if snap.error:
+        st.error(f"Observer: {snap.error}", icon=":material/cloud_off:")
+    live = [m for m in snap.members if m.alive]
+    c = st.columns(5)
+    c[0].metric("replicas", len(live))
+    c[1].metric("partitions", snap.partition_count or len(snap.partitions))
+    c[2].metric("streams", len(snap.streams))
+    c[3].metric("rebalances", len(snap.rebalances))
+    c[4].metric("total lag", f"{snap.total_lag:,}")
+    warning = lm.idle_warning(snap)
+    if warning:
+        st.warning(warning, icon=":material/bedtime:")
+
+
+@st.fragment(run_every=REFRESH_S)
+def lanes_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is None:
+        return
+    st.markdown(f"#### Partitions of `{snap.topic or '?'}`")
+    if not snap.partitions:
+        st.caption("No partitions to show yet.")
+        return
+    st.html(lanes_html(snap))
+
+
+@st.fragment(run_every=REFRESH_S)
+def cards_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is None:
+        return
+    st.markdown("#### Replicas")
+    cards = lm.replica_cards(snap, _supervised(ctx))
+    if not cards:
+        st.caption("No replica is in the group.")
+        return
+    st.html(cards_html(cards))
+
+
+@st.fragment(run_every=REFRESH_S)
+def chart_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is None:
+        return
+    history = observer_for(ctx.target, ctx.group, ctx.topic).history()
+    points = lm.series(history)
+    since = points[0].ts if points else snap.taken_ms
+    fig = throughput_lag_figure(points, lm.rebalance_periods(snap, since),
+                                revision=f"live-{ctx.group}")
+    st.markdown("#### Throughput and lag (rebalances shaded)")
+    st.plotly_chart(fig, key="live_chart", config={"displayModeBar": False})
+
+
+@st.fragment(run_every=REFRESH_S)
+def feed_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is None:
+        return
+    st.markdown("#### Events")
+    items = lm.feed_items(snap.events, _supervised(ctx))
+    names = sorted({i.replica for i in items})
+    f1, f2 = st.columns(2)
+    chosen = f1.multiselect("replica", names, key="feed_replicas", placeholder="all replicas")
+    stream = f2.text_input("stream", key="feed_stream", placeholder="e.g. car-04")
+    shown = lm.filter_feed(items, chosen, stream)[:60]
+    if not shown:
+        st.caption("No events yet." if not items else "No event matches the filter.")
+        return
+    lines = []
+    for i in shown:
+        t = time.strftime("%H:%M:%S", time.localtime(i.ts / 1000))
+        lines.append(f"`{t}` **{i.replica}** · {i.text}" if i.stream else f"`{t}` {i.text}")
+    with st.container(height=360, key="feed_box"):
+        st.markdown("  \n".join(lines))
+
+
+@st.fragment(run_every=REFRESH_S)
+def locator_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    st.markdown("#### Stream locator")
+    key = st.text_input("stream key", key="locator_key", placeholder="e.g. car-04")
+    if not key or snap is None:
+        return
+    history = observer_for(ctx.target, ctx.group, ctx.topic).history()
+    loc = lm.locate(key.strip(), snap, history)
+    if loc is None:
+        st.caption("The topic has no partitions yet.")
+        return
+    seen = "" if loc.known else " (not seen on the topic yet)"
+    st.markdown(f"`{loc.key}` → partition **P{loc.partition}** of {loc.partitions} "
+                f"(murmur2) → owner now **{loc.owner or 'nobody'}**{seen}")
+    if loc.history:
+        steps = " → ".join(
+            f"{o or 'nobody'} ({time.strftime('%H:%M:%S', time.localtime(t / 1000))})"
+            for t, o in loc.history)
+        st.caption(f"owners since the page started watching: {steps}")
+
+
+def render_live(ctx: ViewContext) -> None:
+    """The whole Live view; controls are drawn by the caller (hidden in read-only mode)."""
+    header_panel(ctx)
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        lanes_panel(ctx)
+    with right:
+        cards_panel(ctx)
+        feed_panel(ctx)
+    chart_panel(ctx)
+    locator_panel(ctx)

@@ -1,0 +1,118 @@
+"""Pure view-model logic of the Live page: feed wording, idle rule, cards, series, locator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.cluster.partitioner import partition_for
+from backend.contracts import (
+    Event,
+    MemberView,
+    PartitionView,
+    RebalanceView,
+    Snapshot,
+    StreamView,
+)
+from dashboard import live_model as lm
+from dashboard.html import cards_html, lanes_html
+
+
+def snap(ts: int, owners: dict[int, str | None], ends: dict[int, int] | None = None,
+         committed: dict[int, int] | None = None, members: tuple[str, ...] = (),
+         events: tuple[Event, ...] = (), rebalances: tuple[RebalanceView, ...] = ()) -> Snapshot:
+    ends = ends or dict.fromkeys(owners, 0)
+    committed = committed or dict.fromkeys(owners, 0)
+    parts = tuple(PartitionView(p, o, committed[p], ends[p], ends[p] - committed[p], None)
+                  for p, o in owners.items())
+    names = members or tuple(sorted({o for o in owners.values() if o}))
+    mem = tuple(MemberView(f"id-{n}", n, "h", tuple(p for p, o in owners.items() if o == n))
+                for n in names)
+    streams = tuple(StreamView(f"car-{i:02d}", partition_for(f"car-{i:02d}", len(owners)),
+                               owners[partition_for(f"car-{i:02d}", len(owners))])
+                    for i in range(6))
+    return Snapshot(ts, "g", "t", "Stable", "classic", "range", 3, mem, parts, streams,
+                    rebalances, total_lag=sum(p.lag_messages for p in parts), events=events,
+                    partition_count=len(owners))
+
+
+def test_feed_uses_quix_wording_newest_first_and_filters():
+    events = (
+        Event(1000, "g", "ada", "started", {"protocol": "classic", "assignor": "range"}),
+        Event(2000, "g", "ada", "stream_received", {"stream": "car-04", "partition": 1}),
+        Event(2500, "g", "ada", "heartbeat", {"rate": 10.0}),
+        Event(3000, "g", "ada", "streams_revoked", {"streams": ["car-04", "car-07"]}),
+        Event(3500, "g", "bruno", "stream_received", {"stream": "car-04", "partition": 1}),
+    )
+    items = lm.feed_items(events)
+    texts = [i.text for i in items]
+    assert texts[0] == "New stream received: car-04" and items[0].replica == "bruno"
+    assert "Stream revoked: car-04" in texts and "Stream revoked: car-07" in texts
+    assert texts[-1].startswith("ada started") and "classic/range" in texts[-1]
+    assert not any("heartbeat" in t for t in texts)
+    assert [i.ts for i in items] == sorted((i.ts for i in items), reverse=True)
+    only_ada_04 = lm.filter_feed(items, ["ada"], "car-04")
+    assert [i.text for i in only_ada_04] == ["Stream revoked: car-04",
+                                             "New stream received: car-04"]
+
+
+@dataclass
+class Info:
+    name: str
+    state: str
+    alive: bool
+    exit_signal: str | None = None
+    ended_at: float | None = None
+
+
+def test_idle_warning_and_cards_name_idle_dead_and_external():
+    s = snap(10_000, {0: "ada", 1: "bruno"}, members=("ada", "bruno", "chloe"),
+             events=(Event(9000, "g", "ada", "heartbeat", {"rate": 123.4,
+                                                           "last_batch_ms": 512.0}),))
+    assert lm.idle_replicas(s) == ["chloe"]
+    warning = lm.idle_warning(s)
+    assert warning is not None and "chloe is idle" in warning and "3 replicas share 2" in warning
+    cards = {c.name: c for c in lm.replica_cards(
+        s, [Info("ada", "running", True), Info("chloe", "running", True),
+            Info("dmitri", "killed", False, "SIGKILL", 5.0)], now_s=17.0)}
+    assert cards["ada"].status == "alive" and cards["ada"].rate == 123.4
+    assert cards["chloe"].status == "idle"
+    assert cards["bruno"].status == "external" and not cards["bruno"].managed
+    assert cards["dmitri"].status == "dead"
+    assert cards["dmitri"].detail == "killed (SIGKILL) 12 s ago"
+    html = cards_html(list(cards.values()))
+    assert 'data-replica="dmitri"' in html and "123 msg/s" in html
+    # as many members as partitions: nobody idle, no warning
+    assert lm.idle_warning(snap(1, {0: "ada", 1: "bruno"})) is None
+
+
+def test_series_rates_and_rebalance_periods_are_bounded():
+    hist = [snap(1000 * i, {0: "ada"}, ends={0: 100 * i}, committed={0: 80 * i})
+            for i in range(1, 1000)]
+    points = lm.series(hist)
+    assert len(points) == lm.MAX_POINTS
+    assert points[-1].produced_per_s == 100.0 and points[-1].consumed_per_s == 80.0
+    assert points[-1].lag == 20 * 999
+    r = (RebalanceView(5000, 8000, 4, (), ("bruno",), ((1, "bruno", "ada"),)),
+         RebalanceView(9000, None, None, (), (), ()))
+    s = snap(10_000, {0: "ada"}, rebalances=r)
+    assert lm.rebalance_periods(s, 6000) == [(6000, 8000, True), (9000, 10_000, False)]
+
+
+def test_locator_gives_murmur2_partition_owner_now_and_history():
+    hist = [snap(1000, {0: "ada", 1: "bruno"}), snap(2000, {0: "ada", 1: None}),
+            snap(3000, {0: "ada", 1: "ada"})]
+    key = next(f"car-{i:02d}" for i in range(6) if partition_for(f"car-{i:02d}", 2) == 1)
+    loc = lm.locate(key, hist[-1], hist)
+    assert loc is not None and loc.partition == 1 and loc.owner == "ada" and loc.known
+    assert loc.history == ((1000, "bruno"), (2000, None), (3000, "ada"))
+
+
+def test_lanes_escape_keys_and_cap_chips():
+    s = snap(1, {0: "ada"})
+    evil = StreamView("<script>x</script>", 0, "ada")
+    many = tuple(StreamView(f"k{i}", 0, "ada") for i in range(100))
+    from dataclasses import replace
+
+    html = lanes_html(replace(s, streams=(evil, *many)))
+    assert "<script>x" not in html and "&lt;script&gt;" in html
+    assert "+61 more" in html
