@@ -241,6 +241,10 @@ def test_seq_resumes_after_restart_with_no_gap_and_no_reuse(
     assert assert_contiguous(records) == {k: 150 for k in stream_ids(6)}
     for r in records:
         assert r.partition == partition_for(r.key, 6)
+    # timestamps never go back, across restarts too: recovery relies on it
+    runs = [[r.timestamp for r in records if lo <= r.value["seq"] < lo + 50]
+            for lo in (0, 50, 100)]
+    assert max(runs[0]) <= min(runs[1]) and max(runs[1]) <= min(runs[2])
 
 
 @pytest.mark.broker

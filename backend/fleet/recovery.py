@@ -6,9 +6,11 @@ each partition *backwards* in growing windows and stopping early is therefore en
 
 * partition p is finished for key K once K has been seen in p (older records of K in p have
   lower seqs), or
-* once p has been read back to records older than K's best record found anywhere, minus a
-  clock slack: a record of K with a higher seq was produced later, so it has a later timestamp
-  (the producer sets the record timestamp to the message's `ts`).
+* once p has been read back to records older than K's best record found anywhere: a record of
+  K with a higher seq was produced later, so it has a later or equal timestamp. The simulator
+  makes that true even if the wall clock steps back: its record timestamps (= the message's
+  `ts`) never decrease, also across restarts, because it starts from the newest timestamp
+  this recovery saw (`newest_ts`).
 
 The second rule matters after partitions were added: K's recent records are in its new
 partition and its older ones in the old one; without it, a key hashed back to a partition it
@@ -33,7 +35,7 @@ from backend.cluster.settings import KafkaSettings
 
 FIRST_WINDOW = 512
 MAX_WINDOW = 65_536
-CLOCK_SLACK_MS = 10_000
+CLOCK_SLACK_MS = 0  # timestamps are monotonic (see above); raise for foreign producers
 STALL_S = 3.0  # a window whose tail is control records never "reaches" its end: give up waiting
 
 
@@ -56,6 +58,7 @@ class RecoveryResult:
     next_seq: dict[str, int]
     records_read: int
     seconds: float
+    newest_ts: int = 0  # the latest record timestamp in the topic (0 when empty)
 
 
 def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
@@ -64,8 +67,7 @@ def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
     wanted = set(keys)
     started = time.monotonic()
     best: dict[str, tuple[int, int]] = {}  # key -> (seq, record ts)
-    if not wanted:
-        return RecoveryResult({}, 0, 0.0)
+    newest = [0]
     logger = logging.getLogger("groupscope.librdkafka")
     logger.propagate = False
     consumer = Consumer(settings.client_config(**{
@@ -86,7 +88,8 @@ def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
             if time.monotonic() - started > timeout:
                 raise RecoveryError(f"reading back {topic} to find the last seq of each stream "
                                     f"took over {timeout:.0f}s ({read} records read)")
-            read += _read_window(consumer, topic, pending, window, wanted, best, started + timeout)
+            read += _read_window(consumer, topic, pending, window, wanted, best, newest,
+                                 started + timeout)
             for p in pending:
                 p.done = p.cursor <= p.low or all(
                     k in p.found or (k in best and p.oldest_ts < best[k][1] - slack_ms)
@@ -95,7 +98,7 @@ def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
     finally:
         consumer.close()
     return RecoveryResult({k: best[k][0] + 1 if k in best else 0 for k in wanted}, read,
-                          time.monotonic() - started)
+                          time.monotonic() - started, newest[0])
 
 
 def _partitions(consumer: Consumer, topic: str, timeout: float) -> list[_Part]:
@@ -132,7 +135,8 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple
 
 
 def _read_window(consumer: Consumer, topic: str, pending: list[_Part], window: int,
-                 wanted: set[str], best: dict[str, tuple[int, int]], deadline: float) -> int:
+                 wanted: set[str], best: dict[str, tuple[int, int]], newest: list[int],
+                 deadline: float) -> int:
     """Read [cursor - window, cursor) of every pending partition; move each cursor down."""
     ends: dict[int, int] = {}
     assign = []
@@ -143,6 +147,7 @@ def _read_window(consumer: Consumer, topic: str, pending: list[_Part], window: i
         p.cursor = start
     by_id = {p.partition: p for p in pending}
     consumer.assign(assign)
+    consumer.resume(assign)  # pause() of an earlier window sticks to the partition otherwise
     open_parts = set(ends)
     read = 0
     last_progress = time.monotonic()
@@ -161,6 +166,8 @@ def _read_window(consumer: Consumer, topic: str, pending: list[_Part], window: i
                 ts = msg.timestamp()[1]
                 if ts < part.oldest_ts:
                     part.oldest_ts = ts
+                if ts > newest[0]:
+                    newest[0] = ts
                 key = msg.key()
                 name = key.decode("utf-8", "replace") if key is not None else None
                 if name in wanted:

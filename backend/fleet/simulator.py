@@ -119,6 +119,7 @@ class FleetSimulator:
         self._delivered = 0
         self._failed = 0
         self._last_error: str | None = None
+        self._last_ts = 0  # timestamps never decrease, even across restarts (see recovery)
         self._samples: deque[tuple[float, int]] = deque()
         self._stop = threading.Event()
         self._finished = threading.Event()
@@ -133,7 +134,8 @@ class FleetSimulator:
             raise FleetError("the fleet simulator is already running")
         with self._lock:
             active = list(self._active)
-        recovered = recover_next_seq(self.settings, self.topic, active).next_seq
+        recovery = recover_next_seq(self.settings, self.topic, active)
+        recovered = recovery.next_seq
         producer = Producer(producer_config(self.settings, error_cb=self._on_error,
                                             **self._overrides))
         with self._lock:
@@ -147,6 +149,7 @@ class FleetSimulator:
             self._cursor = 0
             self._bucket = TokenBucket(self._bucket.rate)
             self._producer = producer
+            self._last_ts = recovery.newest_ts
             self._stop.clear()
             self._finished.clear()
             self._thread = threading.Thread(target=self._run, name="fleet-simulator",
@@ -257,7 +260,7 @@ class FleetSimulator:
             for _ in range(n):
                 key = active[self._cursor]
                 seq = self._next_seq.get(key, 0)
-                ts = int(time.time() * 1000)
+                ts = self._last_ts = max(self._last_ts, int(time.time() * 1000))
                 value = self._message(key, seq, ts)
                 try:
                     producer.produce(topic, value, key.encode(), timestamp=ts,
