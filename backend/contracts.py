@@ -101,6 +101,8 @@ class MemberView:
     target_partitions: tuple[int, ...] | None = None  # KIP-848 target assignment
     alive: bool = True
     idle: bool = False
+    lag_messages: int = 0  # sum over the partitions it owns
+    group_instance_id: str | None = None  # static membership, if used
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ class PartitionView:
     lag_messages: int
     lag_seconds: float | None
     health: str = "OK"  # OK, WARN, STALL, STOP, REWIND
+    owner_member_id: str | None = None  # member id of the owner (client ids can repeat)
+    lag_seconds_exact: bool = False  # True: from the record timestamp; False: interpolated
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class StreamView:
     stream_id: str
     partition: int
     owner: str | None
+    source: str = "murmur2"  # murmur2 (computed from the key) or sampled (seen in the partition)
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,10 @@ class RebalanceView:
     left: tuple[str, ...]
     moved: tuple[tuple[int, str | None, str | None], ...]  # (partition, from, to)
     gap_ms: int | None = None
+    # how it was seen: "state" (group left Stable), "generation" (epoch moved between two
+    # polls), "assignment" (owners changed between two polls), "reconcile" (KIP-848 targets)
+    reason: str = ""
+    previous_generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +156,30 @@ class Snapshot:
     rebalances: tuple[RebalanceView, ...]
     health: str = "OK"
     error: str | None = None
+    total_lag: int = 0
+    max_lag_seconds: float | None = None
+    events: tuple[Event, ...] = ()  # recent replica events (our own groups only)
+    partition_count: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        """Inverse of `to_dict` (e.g. for `groupscope snapshot --json` read by the dashboard)."""
+        return cls(
+            **{k: v for k, v in data.items()
+               if k not in ("members", "partitions", "streams", "rebalances", "events")},
+            members=tuple(MemberView(**{**m, "partitions": tuple(m["partitions"]),
+                                        "target_partitions": None
+                                        if m.get("target_partitions") is None
+                                        else tuple(m["target_partitions"])})
+                          for m in data.get("members", ())),
+            partitions=tuple(PartitionView(**p) for p in data.get("partitions", ())),
+            streams=tuple(StreamView(**s) for s in data.get("streams", ())),
+            rebalances=tuple(RebalanceView(**{**r, "joined": tuple(r["joined"]),
+                                              "left": tuple(r["left"]),
+                                              "moved": tuple(tuple(x) for x in r["moved"])})
+                             for r in data.get("rebalances", ())),
+            events=tuple(Event(**e) for e in data.get("events", ())),
+        )

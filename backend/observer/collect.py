@@ -1,0 +1,245 @@
+"""Stage 1, collect: ask the cluster about one group and return plain data (`RawObservation`).
+
+Only Admin API reads are used (DescribeGroups / ConsumerGroupDescribe, OffsetFetch,
+ListOffsets, Metadata), so the observer needs DESCRIBE on the cluster and the group and
+DESCRIBE on the topic -- it never joins the group, never commits and never produces.
+The requests of one poll are issued together and awaited together, so a poll costs about
+one round trip per request type whatever the number of partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from backend.cluster.settings import KafkaSettings
+
+TP = tuple[str, int]  # (topic, partition)
+
+log = logging.getLogger("groupscope.observer")
+
+# librdkafka's enum names -> the names Kafka's own tools print.
+_STATE_NAMES = {
+    "STABLE": "Stable",
+    "PREPARING_REBALANCING": "PreparingRebalance",
+    "COMPLETING_REBALANCING": "CompletingRebalance",
+    "EMPTY": "Empty",
+    "DEAD": "Dead",
+    "UNKNOWN": "Unknown",
+    "UNKOWN": "Unknown",
+}
+
+
+class CollectError(RuntimeError):
+    """A poll that could not be completed; the message never contains a secret."""
+
+
+@dataclass(frozen=True)
+class RawMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[TP, ...]
+    target: tuple[TP, ...] | None = None  # KIP-848 only: what the coordinator wants it to own
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RawObservation:
+    """Everything one poll learnt about a group, as the cluster reported it."""
+
+    taken_ms: int
+    group: str
+    state: str  # Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, Unknown
+    protocol: str  # classic or consumer
+    assignor: str | None
+    members: tuple[RawMember, ...]
+    committed: dict[TP, int] = field(default_factory=dict)  # only partitions with a commit
+    end_offsets: dict[TP, int] = field(default_factory=dict)
+    start_offsets: dict[TP, int] = field(default_factory=dict)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    generation: int | None = None  # group generation / epoch when a source knows it
+    error: str | None = None
+    duration_ms: float = 0.0
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted(self.partition_counts))
+
+
+def _tps(tps: Iterable[TopicPartition] | None) -> tuple[TP, ...]:
+    return tuple(sorted((tp.topic, tp.partition) for tp in (tps or ())))
+
+
+def _error_text(exc: BaseException) -> str:
+    """Kafka errors carry only codes and broker messages, never client config; keep one line."""
+    if isinstance(exc, KafkaException) and exc.args:
+        err = exc.args[0]
+        name = getattr(err, "name", lambda: "")()
+        text = getattr(err, "str", lambda: str(err))()
+        return f"{name}: {text}" if name else text
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class Collector:
+    """One AdminClient, reused for every poll of every group (connections stay warm)."""
+
+    def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
+        self.settings = settings
+        self.timeout = timeout
+        self.errors: list[str] = []
+        self._metadata_cache: dict[str, tuple[float, int]] = {}
+        self.admin = AdminClient(settings.client_config(
+            error_cb=self._on_error, logger=_quiet_logger(), **{"client.id": "groupscope-observer"}
+        ))
+
+    def _on_error(self, err: object) -> None:
+        self.errors.append(str(err))
+        del self.errors[:-20]
+
+    # ---- single requests (each returns plain data) ----------------------------------
+
+    def describe(self, group: str):
+        fut = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)[group]
+        return fut.result()
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, state, type) for every group the principal may DESCRIBE."""
+        result = self.admin.list_consumer_groups(request_timeout=self.timeout).result()
+        out = []
+        for g in result.valid:
+            state = _STATE_NAMES.get(getattr(getattr(g, "state", None), "name", "UNKNOWN"),
+                                     "Unknown")
+            gtype = getattr(getattr(g, "type", None), "name", "UNKNOWN").lower()
+            out.append((g.group_id, state, gtype))
+        return sorted(out)
+
+    def partition_counts(self, topics: Iterable[str], max_age: float = 30.0) -> dict[str, int]:
+        """Partition counts from metadata, cached briefly: they change only when an operator
+        adds partitions, and a full metadata request per poll is the slowest call at scale."""
+        now = time.monotonic()
+        counts: dict[str, int] = {}
+        for topic in topics:
+            cached = self._metadata_cache.get(topic)
+            if cached and now - cached[0] < max_age:
+                counts[topic] = cached[1]
+                continue
+            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
+            t = md.topics.get(topic)
+            if t is None or t.error is not None or not t.partitions:
+                continue
+            counts[topic] = len(t.partitions)
+            self._metadata_cache[topic] = (now, counts[topic])
+        return counts
+
+    def forget_metadata(self) -> None:
+        self._metadata_cache.clear()
+
+    # ---- one poll --------------------------------------------------------------------
+
+    def collect(self, group: str, topic: str | None = None) -> RawObservation:
+        """Describe the group, fetch its committed offsets and the log ends of its topics."""
+        t0 = time.perf_counter()
+        taken_ms = int(time.time() * 1000)
+        describe_f = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
+        offsets_f = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
+        try:
+            desc = describe_f[group].result()
+        except KafkaException as exc:
+            raise CollectError(f"cannot describe group {group!r}: {_error_text(exc)}") from None
+        try:
+            committed_raw = offsets_f[group].result().topic_partitions or []
+        except KafkaException as exc:
+            raise CollectError(
+                f"cannot read committed offsets of {group!r}: {_error_text(exc)}") from None
+
+        members = tuple(
+            RawMember(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                host=m.host,
+                assignment=_tps(m.assignment.topic_partitions if m.assignment else ()),
+                target=None if m.target_assignment is None
+                else _tps(m.target_assignment.topic_partitions),
+                group_instance_id=m.group_instance_id,
+            )
+            for m in desc.members
+        )
+        committed = {(tp.topic, tp.partition): tp.offset for tp in committed_raw
+                     if tp.error is None and tp.offset >= 0}
+        gtype = getattr(getattr(desc, "type", None), "name", "UNKNOWN")
+        protocol = "consumer" if gtype == "CONSUMER" else "classic"
+        state = _STATE_NAMES.get(getattr(getattr(desc, "state", None), "name", ""), "Unknown")
+
+        if topic is not None:
+            topics = {topic}
+        else:
+            topics = {t for t, _ in committed}
+            for m in members:
+                topics.update(t for t, _ in m.assignment)
+                topics.update(t for t, _ in (m.target or ()))
+        counts = self.partition_counts(sorted(topics))
+        end_offsets, start_offsets = self.log_offsets(counts)
+        return RawObservation(
+            taken_ms=taken_ms,
+            group=group,
+            state=state,
+            protocol=protocol,
+            assignor=desc.partition_assignor or None,
+            members=members,
+            committed=committed,
+            end_offsets=end_offsets,
+            start_offsets=start_offsets,
+            partition_counts=counts,
+            duration_ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    def log_offsets(self, counts: dict[str, int]) -> tuple[dict[TP, int], dict[TP, int]]:
+        """Log-end and log-start offsets of every partition, two batched ListOffsets calls."""
+        if not counts:
+            return {}, {}
+        tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+        latest_f = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
+                                           request_timeout=self.timeout)
+        earliest_f = self.admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps},
+                                             request_timeout=self.timeout)
+        return _resolve_offsets(latest_f), _resolve_offsets(earliest_f)
+
+    def offsets_for_times(self, requests: dict[TP, int]) -> dict[TP, int]:
+        """First offset at or after a timestamp, per partition (-1 when none)."""
+        if not requests:
+            return {}
+        futs = self.admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.for_timestamp(ms) for (t, p), ms in requests.items()},
+            request_timeout=self.timeout)
+        return _resolve_offsets(futs)
+
+    def close(self) -> None:
+        self.admin = None  # type: ignore[assignment]  # AdminClient has no close in 2.x
+
+
+def _resolve_offsets(futs: dict) -> dict[TP, int]:
+    out: dict[TP, int] = {}
+    for tp, fut in futs.items():
+        try:
+            out[(tp.topic, tp.partition)] = fut.result().offset
+        except KafkaException as exc:
+            raise CollectError(
+                f"cannot list offsets of {tp.topic}[{tp.partition}]: {_error_text(exc)}"
+            ) from None
+    return out
+
+
+def _quiet_logger() -> logging.Logger:
+    """librdkafka's own log lines go to a logger that drops them; errors arrive via error_cb."""
+    logger = logging.getLogger("groupscope.librdkafka")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger

@@ -1,0 +1,111 @@
+"""Tail our own groups' events and summaries topics, read-only (assign(), no commits).
+
+Only for groups groupscope runs: a foreign group has no such topics and the tail stays
+empty. `poll()` never blocks for long; the observer calls it once per cycle.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import orjson
+from confluent_kafka import KafkaError, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from backend.contracts import Event, events_topic, summaries_topic
+from backend.observer.reader import readonly_consumer
+
+
+class TopicTail:
+    """Reads every partition of one topic from a point in time on, if the topic exists."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, since_ms: int | None,
+                 purpose: str) -> None:
+        self.topic = topic
+        self.since_ms = since_ms
+        self._consumer = readonly_consumer(settings, purpose)
+        self._assigned = False
+        self._checked = 0.0
+
+    def _ensure_assigned(self) -> bool:
+        if self._assigned:
+            return True
+        now = time.monotonic()
+        if now - self._checked < 5.0:
+            return False
+        self._checked = now
+        md = self._consumer.list_topics(topic=self.topic, timeout=2.0)
+        t = md.topics.get(self.topic)
+        if t is None or t.error is not None or not t.partitions:
+            return False
+        tps = [TopicPartition(self.topic, p) for p in sorted(t.partitions)]
+        if self.since_ms is None:
+            for tp in tps:
+                tp.offset = -2  # beginning: a compacted table is read whole
+        else:
+            for tp in tps:
+                tp.offset = self.since_ms
+            tps = self._consumer.offsets_for_times(tps, timeout=5.0)
+            for tp in tps:
+                if tp.offset < 0:
+                    tp.offset = -1  # nothing newer: start at the end
+        self._consumer.assign(tps)
+        self._assigned = True
+        return True
+
+    def poll(self, max_messages: int = 5000, timeout: float = 0.05) -> list:
+        try:
+            if not self._ensure_assigned():
+                return []
+        except Exception:
+            return []
+        out = []
+        for msg in self._consumer.consume(max_messages, timeout=timeout):
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    continue
+                continue
+            out.append(msg)
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class EventTail:
+    """Recent replica events of one group plus the latest summary per stream."""
+
+    def __init__(self, settings: KafkaSettings, group: str, lookback_s: float = 600.0,
+                 keep: int = 500) -> None:
+        since = int((time.time() - lookback_s) * 1000)
+        self.events: deque[Event] = deque(maxlen=keep)
+        self.summaries: dict[str, dict] = {}
+        self._events = TopicTail(settings, events_topic(group), since, "events")
+        self._summaries = TopicTail(settings, summaries_topic(group), None, "summaries")
+
+    def poll(self) -> None:
+        for msg in self._events.poll():
+            try:
+                self.events.append(Event.from_dict(orjson.loads(msg.value())))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue  # a malformed event is skipped, never fatal
+        for msg in self._summaries.poll():
+            key = msg.key()
+            if key is None:
+                continue
+            k = key.decode("utf-8", "replace")
+            if msg.value() is None:
+                self.summaries.pop(k, None)  # tombstone
+                continue
+            try:
+                self.summaries[k] = orjson.loads(msg.value())
+            except orjson.JSONDecodeError:
+                continue
+
+    def recent(self, n: int = 100) -> tuple[Event, ...]:
+        return tuple(list(self.events)[-n:])
+
+    def close(self) -> None:
+        self._events.close()
+        self._summaries.close()

@@ -1,0 +1,259 @@
+"""The loop tying the stages: collect -> derive/timeline/evaluate -> store, once per interval.
+
+`Observer(settings, group)` is used in-process by the dashboard (start() / latest() /
+history()) and once by `groupscope snapshot` (poll_once()). It is read-only by
+construction: the only clients it creates are an AdminClient and assign()-only consumers
+with commits disabled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import replace
+
+from backend.cluster.settings import KafkaSettings
+from backend.contracts import INPUT_TOPIC, Snapshot
+from backend.observer.collect import CollectError, Collector, RawObservation, _error_text
+from backend.observer.derive import (
+    choose_topic,
+    member_views,
+    partition_views,
+    stream_views,
+    worst,
+)
+from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
+from backend.observer.store import SnapshotStore
+from backend.observer.timeline import Timeline, frame
+
+log = logging.getLogger("groupscope.observer")
+
+MAX_STREAMS = 20000
+
+
+class Observer:
+    def __init__(self, settings: KafkaSettings, group: str, topic: str | None = None,
+                 interval: float = 1.0, history: int = 900, sample_every: float = 15.0,
+                 exact_lag: bool = True, tail_events: bool = True,
+                 rules: Rules | None = None) -> None:
+        self.settings = settings
+        self.group = group
+        self.topic = topic
+        self.interval = interval
+        self.sample_every = sample_every
+        self.exact_lag = exact_lag
+        self.tail_events = tail_events
+        self.collector = Collector(settings)
+        self.store = SnapshotStore(history)
+        self.timeline = Timeline()
+        self.windows = OffsetWindows(rules or Rules())
+        self._end_points: dict[int, deque[tuple[int, int]]] = {}
+        self._keys: dict[str, int | None] = {}
+        self._sampler = None
+        self._events = None
+        self._last_sample = 0.0
+        self._shown_topic: str | None = None
+        self._lock = threading.Lock()  # one poll at a time (thread + manual calls)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.last_error: str | None = None
+
+    # ---- one cycle -------------------------------------------------------------------
+
+    def poll_once(self) -> Snapshot:
+        with self._lock:
+            try:
+                obs = self.collector.collect(self.group, self.topic)
+            except CollectError as exc:
+                return self._publish_error(str(exc))
+            except Exception as exc:  # a broken connection must not kill the loop
+                return self._publish_error(_error_text(exc))
+            self.last_error = None
+            return self._publish(self._build(obs))
+
+    def _publish_error(self, message: str) -> Snapshot:
+        self.last_error = message
+        prev = self.store.latest()
+        snap = Snapshot(
+            taken_ms=int(time.time() * 1000), group=self.group, topic=self.topic,
+            state="Unknown", protocol=prev.protocol if prev else "classic",
+            assignor=prev.assignor if prev else None, generation=None, members=(),
+            partitions=(), streams=(), rebalances=self.timeline.rebalances(),
+            health="OK", error=message,
+        )
+        return self._publish(snap)
+
+    def _publish(self, snap: Snapshot) -> Snapshot:
+        prev = self.store.latest()
+        if prev is not None and snap.taken_ms < prev.taken_ms:
+            snap = replace(snap, taken_ms=prev.taken_ms)
+        self.store.append(snap)
+        return snap
+
+    def _build(self, obs: RawObservation) -> Snapshot:
+        topic = choose_topic(obs, self.topic)
+        if topic is None and INPUT_TOPIC in obs.partition_counts:
+            topic = INPUT_TOPIC
+        if topic != self._shown_topic:
+            self._end_points.clear()
+            self.windows.reset()
+            self._shown_topic = topic
+        n = obs.partition_counts.get(topic, 0) if topic else 0
+        now = obs.taken_ms
+        # log-end history for lag-in-seconds interpolation: keep first and last sighting of
+        # each end offset, so an arrival is bracketed as tightly as the polls allow
+        for p in range(n):
+            end = obs.end_offsets.get((topic, p), 0)
+            pts = self._end_points.setdefault(p, deque(maxlen=600))
+            if len(pts) >= 2 and pts[-1][0] == end and pts[-2][0] == end:
+                pts[-1] = (end, now)
+            else:
+                pts.append((end, now))
+
+        if topic:
+            self._maybe_sample(obs, topic)
+        exact = self._exact_timestamps(obs, topic) if topic else {}
+
+        owners_now = {p for m in obs.members for (t, p) in m.assignment if t == topic}
+        health: dict[int, str] = {}
+        for p in range(n):
+            tp = (topic, p)
+            committed = obs.committed.get(tp)
+            end = obs.end_offsets.get(tp, 0)
+            start = obs.start_offsets.get(tp, 0)
+            lag = max(0, end - max(committed if committed is not None else start, start))
+            self.windows.add(p, OffsetPoint(now, committed, lag))
+            health[p] = self.windows.evaluate(p, owned=p in owners_now)
+
+        partitions = (partition_views(obs, topic, self._end_points, exact, health)
+                      if topic else ())
+        members = member_views(obs, topic or "", partitions)
+        if topic:
+            self.timeline.observe(frame(obs, topic))
+        owners = {pv.partition: pv.owner for pv in partitions}
+        streams = stream_views(self._keys, n, owners) if topic else ()
+        lag_s = [pv.lag_seconds for pv in partitions if pv.lag_seconds is not None]
+        return Snapshot(
+            taken_ms=now,
+            group=obs.group,
+            topic=topic,
+            state=obs.state,
+            protocol=obs.protocol,
+            assignor=obs.assignor,
+            generation=obs.generation,
+            members=members,
+            partitions=partitions,
+            streams=streams,
+            rebalances=self.timeline.rebalances(),
+            health=worst(health.values()) if health else "OK",
+            error=None,
+            total_lag=sum(pv.lag_messages for pv in partitions),
+            max_lag_seconds=max(lag_s) if lag_s else None,
+            events=self._events.recent() if self._events is not None else (),
+            partition_count=n,
+        )
+
+    # ---- optional readers (need READ on the topic; failures only cost detail) ---------
+
+    def _sampler_client(self):
+        if self._sampler is None:
+            from backend.observer.sample import Sampler
+
+            self._sampler = Sampler(self.settings)
+        return self._sampler
+
+    def _maybe_sample(self, obs: RawObservation, topic: str) -> None:
+        if self.tail_events:
+            if self._events is None:
+                from backend.observer.events import EventTail
+
+                self._events = EventTail(self.settings, self.group)
+            self._events.poll()
+            for key in self._events.summaries:
+                self._keys.setdefault(key, None)
+        if time.monotonic() - self._last_sample < self.sample_every:
+            return
+        self._last_sample = time.monotonic()
+        n = obs.partition_counts.get(topic, 0)
+        ends = {p: obs.end_offsets.get((topic, p), 0) for p in range(n)}
+        starts = {p: obs.start_offsets.get((topic, p), 0) for p in range(n)}
+        try:
+            seen = self._sampler_client().sample_keys(topic, ends, starts)
+        except Exception as exc:
+            log.warning("key sampling of %s failed: %s", topic, _error_text(exc))
+            return
+        for key, p in seen.items():
+            self._keys[key] = p
+        if len(self._keys) > MAX_STREAMS:
+            for key in list(self._keys)[: len(self._keys) - MAX_STREAMS]:
+                del self._keys[key]
+
+    def _exact_timestamps(self, obs: RawObservation, topic: str) -> dict[int, int]:
+        if not self.exact_lag:
+            return {}
+        lagging = {p: off for (t, p), off in obs.committed.items()
+                   if t == topic and off < obs.end_offsets.get((t, p), 0)}
+        if not lagging:
+            return {}
+        try:
+            return self._sampler_client().timestamps(topic, lagging)
+        except Exception as exc:
+            log.warning("record timestamps of %s unavailable: %s", topic, _error_text(exc))
+            return {}
+
+    # ---- background loop -------------------------------------------------------------
+
+    def start(self) -> Observer:
+        if self._thread is not None:
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"observer-{self.group}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception as exc:  # never let the dashboard's observer die silently
+                log.warning("observer poll failed: %s", _error_text(exc))
+            next_at += self.interval
+            delay = next_at - time.monotonic()
+            if delay < 0:  # fell behind: skip missed ticks instead of bursting
+                next_at = time.monotonic()
+                delay = 0
+            self._stop.wait(delay)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        with self._lock:
+            for closer in (self._sampler, self._events):
+                if closer is not None:
+                    with contextlib.suppress(Exception):
+                        closer.close()
+            self._sampler = None
+            self._events = None
+
+    def latest(self) -> Snapshot | None:
+        return self.store.latest()
+
+    def history(self, since_ms: int | None = None) -> tuple[Snapshot, ...]:
+        return self.store.history(since_ms)
+
+    def summaries(self) -> dict[str, dict]:
+        """Latest summary per stream from the changelog (our own groups only)."""
+        return dict(self._events.summaries) if self._events is not None else {}
+
+    def __enter__(self) -> Observer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,124 @@
+"""Fixtures for the observer's integration tests: topics, a steady producer, real members.
+
+Members are separate processes running a real confluent-kafka consumer (member.py), so a
+test can SIGKILL one exactly like a crashed replica. Every process is killed at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from backend.cluster.settings import KafkaSettings
+
+MEMBER = Path(__file__).with_name("member.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def create_topic(settings: KafkaSettings, name: str, partitions: int) -> None:
+    admin = AdminClient(settings.client_config())
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+class SteadyProducer:
+    """Keyed records at a steady rate, so offsets move and lag has something to measure."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, keys: int = 24,
+                 rate: float = 50.0) -> None:
+        self.topic, self.keys, self.rate = topic, keys, rate
+        self.producer = Producer(settings.client_config(**{"linger.ms": 20}))
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            key = f"car-{i % self.keys:02d}"
+            self.producer.produce(self.topic, key=key, value=json.dumps({"seq": i}).encode())
+            self.producer.poll(0)
+            i += 1
+            self.sent = i
+            self._stop.wait(1.0 / self.rate)
+        self.producer.flush(10)
+
+    def start(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+class Members:
+    """Real group members as subprocesses; `kill` is SIGKILL, teardown kills the rest."""
+
+    def __init__(self, settings: KafkaSettings, group: str, topic: str, protocol: str,
+                 assignor: str | None = None, extra: dict | None = None) -> None:
+        self.settings, self.group, self.topic = settings, group, topic
+        self.protocol, self.assignor, self.extra = protocol, assignor, extra or {}
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, client_id: str) -> subprocess.Popen:
+        cmd = [sys.executable, str(MEMBER), self.settings.bootstrap, self.group, self.topic,
+               client_id, self.protocol, self.assignor or "-", json.dumps(self.extra)]
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        self.procs[client_id] = proc
+        return proc
+
+    def kill(self, client_id: str) -> None:
+        proc = self.procs.pop(client_id)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for proc in self.procs.values():
+            proc.wait(10)
+        self.procs.clear()
+
+
+@pytest.fixture
+def members_factory(kafka: KafkaSettings) -> Iterator:
+    made: list[Members] = []
+
+    def make(group: str, topic: str, protocol: str, assignor: str | None = None,
+             settings: KafkaSettings | None = None, extra: dict | None = None) -> Members:
+        m = Members(settings or kafka, group, topic, protocol, assignor, extra)
+        made.append(m)
+        return m
+
+    try:
+        yield make
+    finally:
+        for m in made:
+            m.stop_all()
+
+
+@pytest.fixture
+def producer_factory(kafka: KafkaSettings) -> Iterator:
+    made: list[SteadyProducer] = []
+
+    def make(topic: str, settings: KafkaSettings | None = None, **kw) -> SteadyProducer:
+        p = SteadyProducer(settings or kafka, topic, **kw).start()
+        made.append(p)
+        return p
+
+    try:
+        yield make
+    finally:
+        for p in made:
+            p.stop()

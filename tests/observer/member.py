@@ -1,0 +1,46 @@
+"""A real group member for the observer's integration tests: subscribe, poll, auto-commit.
+
+Run as a subprocess so a test can SIGKILL it like a crashed replica:
+    python member.py BOOTSTRAP GROUP TOPIC CLIENT_ID PROTOCOL [ASSIGNOR] [PROPS_JSON]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from confluent_kafka import Consumer
+
+
+def main() -> int:
+    bootstrap, group, topic, client_id, protocol = sys.argv[1:6]
+    assignor = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] != "-" else None
+    extra = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": client_id,
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 200,
+        **extra,
+    }
+    if protocol == "classic":
+        conf["session.timeout.ms"] = 6000
+        conf["heartbeat.interval.ms"] = 500
+        conf["partition.assignment.strategy"] = assignor or "range"
+    elif assignor:
+        conf["group.remote.assignor"] = assignor
+    consumer = Consumer(conf)
+    consumer.subscribe([topic])
+    print("subscribed", flush=True)
+    try:
+        while True:
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
