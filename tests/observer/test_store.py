@@ -1,0 +1,63 @@
+"""The bounded, thread-safe snapshot history."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from backend.contracts import MemberView, PartitionView, RebalanceView, Snapshot
+from backend.observer.store import SnapshotStore
+
+
+def snap(t: int) -> Snapshot:
+    return Snapshot(taken_ms=t, group="g", topic="t", state="Stable", protocol="classic",
+                    assignor="range", generation=None, members=(), partitions=(), streams=(),
+                    rebalances=())
+
+
+def test_bounded_history_latest_and_at():
+    store = SnapshotStore(maxlen=3)
+    assert store.latest() is None and store.at(5) is None
+    for t in (10, 20, 30, 40):
+        store.append(snap(t))
+    assert len(store) == 3
+    assert [s.taken_ms for s in store.history()] == [20, 30, 40]
+    assert [s.taken_ms for s in store.history(since_ms=30)] == [30, 40]
+    assert store.latest().taken_ms == 40
+    assert store.at(35).taken_ms == 30 and store.at(15) is None
+    with pytest.raises(ValueError):
+        store.append(snap(5))
+
+
+def test_concurrent_readers_never_see_a_broken_history():
+    store = SnapshotStore(maxlen=100)
+    errors = []
+
+    def writer():
+        for t in range(5000):
+            store.append(snap(t))
+
+    def reader():
+        for _ in range(2000):
+            h = store.history()
+            ts = [s.taken_ms for s in h]
+            if ts != sorted(ts) or len(ts) > 100:
+                errors.append(ts)
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader)
+                                                   for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and len(store) == 100
+
+
+def test_snapshot_round_trips_through_its_dict():
+    s = Snapshot(taken_ms=1, group="g", topic="t", state="Stable", protocol="consumer",
+                 assignor="uniform", generation=4,
+                 members=(MemberView("m", "c", "h", (0, 1), (0, 1, 2)),),
+                 partitions=(PartitionView(0, "c", 5, 9, 4, 1.5),),
+                 streams=(), rebalances=(RebalanceView(1, 2, 4, ("x",), (), ((0, "a", "b"),)),))
+    assert Snapshot.from_dict(s.to_dict()) == s
