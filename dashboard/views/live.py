@@ -56,12 +56,9 @@ def header_badges(snap: Snapshot) -> str:
             f" generation **{gen}**")
 
 
-@st.fragment(run_every=REFRESH_S)
-def header_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx, wait_s=5.0)
-    if snap is None:
-        _waiting(ctx)
-        return
+# ---- drawing from data (no I/O): also what bench/dashboard_refresh.py times -------------
+
+def draw_header(snap: Snapshot) -> None:
     st.markdown(f"### {snap.group} {header_badges(snap)}")
     if snap.error:
         st.error(f"Observer: {snap.error}", icon=":material/cloud_off:")
@@ -77,11 +74,7 @@ def header_panel(ctx: ViewContext) -> None:
         st.warning(warning, icon=":material/bedtime:")
 
 
-@st.fragment(run_every=REFRESH_S)
-def lanes_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx)
-    if snap is None:
-        return
+def draw_lanes(snap: Snapshot) -> None:
     st.markdown(f"#### Partitions of `{snap.topic or '?'}`")
     if not snap.partitions:
         st.caption("No partitions to show yet.")
@@ -89,40 +82,26 @@ def lanes_panel(ctx: ViewContext) -> None:
     st.html(lanes_html(snap))
 
 
-@st.fragment(run_every=REFRESH_S)
-def cards_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx)
-    if snap is None:
-        return
+def draw_cards(snap: Snapshot, supervised: tuple) -> None:
     st.markdown("#### Replicas")
-    cards = lm.replica_cards(snap, _supervised(ctx))
+    cards = lm.replica_cards(snap, supervised)
     if not cards:
         st.caption("No replica is in the group.")
         return
     st.html(cards_html(cards))
 
 
-@st.fragment(run_every=REFRESH_S)
-def chart_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx)
-    if snap is None:
-        return
-    history = observer_for(ctx.target, ctx.group, ctx.topic).history()
+def draw_chart(snap: Snapshot, history: tuple, revision: str) -> None:
     points = lm.series(history)
     since = points[0].ts if points else snap.taken_ms
-    fig = throughput_lag_figure(points, lm.rebalance_periods(snap, since),
-                                revision=f"live-{ctx.group}")
+    fig = throughput_lag_figure(points, lm.rebalance_periods(snap, since), revision=revision)
     st.markdown("#### Throughput and lag (rebalances shaded)")
     st.plotly_chart(fig, key="live_chart", config={"displayModeBar": False})
 
 
-@st.fragment(run_every=REFRESH_S)
-def feed_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx)
-    if snap is None:
-        return
+def draw_feed(snap: Snapshot, supervised: tuple) -> None:
     st.markdown("#### Events")
-    items = lm.feed_items(snap.events, _supervised(ctx))
+    items = lm.feed_items(snap.events, supervised)
     names = sorted({i.replica for i in items})
     f1, f2 = st.columns(2)
     chosen = f1.multiselect("replica", names, key="feed_replicas", placeholder="all replicas")
@@ -139,14 +118,11 @@ def feed_panel(ctx: ViewContext) -> None:
         st.markdown("  \n".join(lines))
 
 
-@st.fragment(run_every=REFRESH_S)
-def locator_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx)
+def draw_locator(snap: Snapshot | None, history: tuple) -> None:
     st.markdown("#### Stream locator")
     key = st.text_input("stream key", key="locator_key", placeholder="e.g. car-04")
     if not key or snap is None:
         return
-    history = observer_for(ctx.target, ctx.group, ctx.topic).history()
     loc = lm.locate(key.strip(), snap, history)
     if loc is None:
         st.caption("The topic has no partitions yet.")
@@ -159,6 +135,53 @@ def locator_panel(ctx: ViewContext) -> None:
             f"{o or 'nobody'} ({time.strftime('%H:%M:%S', time.localtime(t / 1000))})"
             for t, o in loc.history)
         st.caption(f"owners since the page started watching: {steps}")
+
+
+# ---- one fragment per panel, each reading the shared observer ---------------------------
+
+@st.fragment(run_every=REFRESH_S)
+def header_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx, wait_s=5.0)
+    if snap is None:
+        _waiting(ctx)
+        return
+    draw_header(snap)
+
+
+@st.fragment(run_every=REFRESH_S)
+def lanes_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is not None:
+        draw_lanes(snap)
+
+
+@st.fragment(run_every=REFRESH_S)
+def cards_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is not None:
+        draw_cards(snap, _supervised(ctx))
+
+
+@st.fragment(run_every=REFRESH_S)
+def chart_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is not None:
+        history = observer_for(ctx.target, ctx.group, ctx.topic).history()
+        draw_chart(snap, history, revision=f"live-{ctx.group}")
+
+
+@st.fragment(run_every=REFRESH_S)
+def feed_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    if snap is not None:
+        draw_feed(snap, _supervised(ctx))
+
+
+@st.fragment(run_every=REFRESH_S)
+def locator_panel(ctx: ViewContext) -> None:
+    snap = _snapshot(ctx)
+    history = observer_for(ctx.target, ctx.group, ctx.topic).history() if snap else ()
+    draw_locator(snap, history)
 
 
 def render_live(ctx: ViewContext) -> None:
