@@ -25,6 +25,8 @@ from backend.stack.config import StackConfig
 from backend.stack.procfile import REPO_ROOT, ProcessType, read_procfile
 
 READY_TIMEOUT = {"broker": 90.0, "spark": 180.0, "backend": 120.0, "web": 60.0}
+# The backend stops its replicas gracefully (finish batch, commit, leave the group) first.
+STOP_GRACE = {"backend": 45.0}
 
 
 @dataclass
@@ -119,8 +121,9 @@ class StackLauncher:
                 raise RuntimeError(f"{proc.kind.name} not ready within {timeout:.0f}s")
             self._stop.wait(0.5)
 
-    def stop_all(self, grace: float = 20.0) -> None:
+    def stop_all(self) -> None:
         for proc in reversed(self.running):
+            grace = STOP_GRACE.get(proc.kind.name, 20.0)
             if proc.popen.poll() is None:
                 self.say(f"{proc.kind.name:>8} | stopping")
                 _signal_group(proc.popen.pid, signal.SIGTERM)
