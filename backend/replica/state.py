@@ -47,7 +47,7 @@ class StateStore:
             del self.summaries[sid]
 
     def restore(self, partitions: Iterable[int], timeout: float = 60.0) -> int:
-        """Read the changelog partitions to their end (read_committed); return summaries read.
+        """Read the changelog partitions to their end (read_committed); return streams restored.
 
         In exactly-once mode a crashed owner may leave an open transaction: the last stable
         offset then stays below the high watermark until the broker aborts it (the producer's
@@ -56,20 +56,29 @@ class StateStore:
         parts = sorted(set(partitions))
         if not parts:
             return 0
-        consumer = Consumer(self.settings.client_config(**{
+        base = {
             "group.id": f"groupscope-restore-{uuid.uuid4().hex[:8]}",
-            "client.id": f"{self.replica}-restore",
-            "enable.auto.commit": False, "enable.partition.eof": True,
-            "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        }))
-        found = 0
+            "client.id": f"{self.replica}-restore", "enable.auto.commit": False,
+        }
+        # The true end (high watermark) comes from a read_uncommitted query: a read_committed
+        # one answers with the last stable offset, which lags a just-committed transaction
+        # until its markers are written, and restoring only to there would lose a batch.
+        probe = Consumer(self.settings.client_config(**base, **{
+            "isolation.level": "read_uncommitted"}))
         try:
             targets: dict[int, int] = {}
             for p in parts:
-                low, high = consumer.get_watermark_offsets(
+                low, high = probe.get_watermark_offsets(
                     TopicPartition(self.changelog, p), timeout=10.0)
                 if high > low:
                     targets[p] = high
+        finally:
+            probe.close()
+        consumer = Consumer(self.settings.client_config(**base, **{
+            "enable.partition.eof": True, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest"}))
+        found: set[str] = set()
+        try:
             if not targets:
                 return 0
             consumer.assign([TopicPartition(self.changelog, p, OFFSET_BEGINNING) for p in targets])
@@ -93,9 +102,9 @@ class StateStore:
                         continue
                     summary = Summary.from_dict(orjson.loads(msg.value()))
                     self.summaries[summary.stream_id] = summary
-                    found += 1
+                    found.add(summary.stream_id)
                     if p in targets and msg.offset() + 1 >= targets[p]:
                         del targets[p]
         finally:
             consumer.close()
-        return found
+        return len(found)

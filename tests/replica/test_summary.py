@@ -1,0 +1,165 @@
+"""Unit tests for the pure parts: summary merge, duplicates/gaps, validation, batching, config."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from backend.contracts import MAX_MESSAGE_BYTES
+from backend.replica.batch import MicroBatch
+from backend.replica.deadletter import (
+    REASON_NO_KEY,
+    REASON_NULL_VALUE,
+    DeadLetter,
+    cheap_reason,
+)
+from backend.replica.membership import GroupChoice, MembershipConfigError
+from backend.replica.summary import RING_SIZE, BatchPartial, FieldStats, Summary, WindowAgg
+
+
+def partial(seqs: list[int], last_seq: int, sid: str = "car-01", window: int = 0,
+            speed: float = 10.0) -> BatchPartial:
+    """What Spark would return for these seqs, computed the slow obvious way."""
+    old = sum(1 for s in seqs if s <= last_seq)
+    new = {s for s in seqs if s > last_seq}
+    stats = FieldStats(len(seqs), speed * len(seqs), speed * speed * len(seqs), speed, speed)
+    return BatchPartial(sid, 0, count=len(seqs), old=old, new_distinct=len(new),
+                        min_seq=min(seqs), max_seq=max(seqs), min_ts=min(seqs), max_ts=max(seqs),
+                        fields={"speed_kmh": stats},
+                        windows={window: WindowAgg(window, len(seqs), {"speed_kmh": stats})})
+
+
+def merged(*batches: list[int]) -> Summary:
+    s = Summary("car-01", 0)
+    for seqs in batches:
+        s.merge_batch(partial(seqs, s.last_seq))
+    return s
+
+
+def test_contiguous_batches_are_complete():
+    s = merged(list(range(0, 10)), list(range(10, 25)))
+    assert (s.count, s.last_seq, s.duplicates, s.gaps) == (25, 24, 0, 0)
+    assert s.complete
+    assert s.first_ts == 0 and s.last_ts == 24
+
+
+def test_replayed_batch_counts_duplicates_not_gaps():
+    # at-least-once replay after a crash: offsets 5..14 come again
+    s = merged(list(range(0, 15)), list(range(5, 20)))
+    assert s.count == 30 and s.last_seq == 19
+    assert s.duplicates == 10 and s.gaps == 0
+    assert s.count - s.duplicates == s.last_seq + 1
+    assert s.complete
+
+
+def test_duplicates_inside_one_batch():
+    s = merged([0, 1, 1, 2, 2, 2, 3])
+    assert s.duplicates == 3 and s.gaps == 0 and s.last_seq == 3 and s.complete
+
+
+def test_missing_seqs_are_gaps():
+    s = merged([0, 1, 2], [5, 6], [8])
+    assert s.gaps == 3  # 3, 4 and 7
+    assert not s.complete
+    first = merged([3, 4])  # the stream's first seen seq is not 0
+    assert first.gaps == 3
+
+
+def test_field_stats_mean_stddev_and_merge():
+    a = FieldStats()
+    for v in (2.0, 4.0, 4.0, 4.0):
+        a.merge(FieldStats(1, v, v * v, v, v))
+    b = FieldStats(4, 20.0, 100.0 + 4 * 0.0, 5.0, 5.0)  # four 5.0s: sumsq 100
+    a.merge(b)
+    values = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 5.0, 5.0]
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    assert a.count == 8 and a.min == 2.0 and a.max == 5.0
+    assert a.mean == pytest.approx(mean) and a.stddev == pytest.approx(std)
+    assert FieldStats().mean is None and FieldStats().stddev is None
+
+
+def test_window_ring_is_bounded_and_merges_same_window():
+    s = Summary("car-01", 0)
+    for i in range(RING_SIZE + 5):
+        s.merge_batch(partial([i], s.last_seq, window=i * 10_000))
+    s.merge_batch(partial([RING_SIZE + 5], s.last_seq, window=(RING_SIZE + 4) * 10_000))
+    assert len(s.windows) == RING_SIZE
+    assert s.windows[0].start == 5 * 10_000
+    assert s.windows[-1].count == 2
+
+
+def test_round_trip_and_summary_merge():
+    s = merged(list(range(0, 10)))
+    back = Summary.from_dict(s.to_dict())
+    assert back.to_dict() == s.to_dict()
+    other = Summary("car-01", 0)
+    other.merge_batch(partial(list(range(10, 20)), 9))
+    back.merge(other)
+    assert back.count == 20 and back.last_seq == 19 and back.fields["speed_kmh"].count == 20
+
+
+def test_partial_fold_across_windows():
+    a = partial([0, 1, 2], -1, window=0)
+    a.add(partial([3, 4], -1, window=10_000))
+    assert a.count == 5 and a.new_distinct == 5 and a.min_seq == 0 and a.max_seq == 4
+    assert sorted(a.windows) == [0, 10_000]
+
+
+def test_cheap_validation():
+    assert cheap_reason(b"car-01", b"{}") is None
+    assert cheap_reason(b"car-01", None) == REASON_NULL_VALUE
+    assert cheap_reason(None, b"{}") == REASON_NO_KEY
+    assert cheap_reason(b"", b"{}") == REASON_NO_KEY
+    big = b"x" * (MAX_MESSAGE_BYTES + 1)
+    assert cheap_reason(b"car-01", big).startswith("oversized")
+    d = DeadLetter(3, 42, b"car-01", big, "oversized")
+    assert len(d.publish_value()) == 1024
+    assert ("reason", b"oversized") in d.headers("telemetry", "r1")
+    assert ("source.offset", b"42") in d.headers("telemetry", "r1")
+
+
+def test_micro_batch_split_and_due():
+    b = MicroBatch()
+    for i in range(6):
+        b.add(i % 3, 100 + i, b"car-%02d" % i, b"{}")
+    b.add(1, 200, b"car-01", None)
+    assert len(b) == 7 and len(b.dead) == 1
+    assert b.next_offsets == {0: 104, 1: 201, 2: 106}
+    out = b.split([1])
+    assert out.partitions == [1, 1] and len(out.dead) == 1 and out.next_offsets == {1: 201}
+    assert b.partitions == [0, 2, 0, 2] and 1 not in b.next_offsets
+    assert b.to_arrow().num_rows == 4
+    assert b.due(b.started + 2.0, batch_ms=1000, batch_max=100)
+    assert not b.due(b.started, batch_ms=1000, batch_max=100)
+    assert b.due(b.started, batch_ms=1000, batch_max=4)
+    assert not MicroBatch().due(1e9, 1, 1)
+
+
+@pytest.mark.parametrize(("protocol", "assignor", "incremental", "props"), [
+    ("classic", None, False, {"partition.assignment.strategy": "range"}),
+    ("classic", "roundrobin", False, {"partition.assignment.strategy": "roundrobin"}),
+    ("classic", "cooperative-sticky", True,
+     {"partition.assignment.strategy": "cooperative-sticky"}),
+    ("consumer", None, True, {"group.protocol": "consumer", "group.remote.assignor": "uniform"}),
+    ("consumer", "range", True, {"group.remote.assignor": "range"}),
+])
+def test_group_choice(protocol, assignor, incremental, props):
+    choice = GroupChoice.parse(protocol, assignor)
+    assert choice.incremental is incremental
+    conf = choice.consumer_properties()
+    assert props.items() <= conf.items()
+    if protocol == "consumer":
+        assert "session.timeout.ms" not in conf and "heartbeat.interval.ms" not in conf
+    else:
+        assert conf["session.timeout.ms"] == 6000 and conf["heartbeat.interval.ms"] == 1000
+
+
+@pytest.mark.parametrize(("protocol", "assignor"), [
+    ("classic", "uniform"), ("consumer", "cooperative-sticky"), ("consumer", "roundrobin"),
+    ("eager", None), ("classic", "sticky"),
+])
+def test_rejected_combinations(protocol, assignor):
+    with pytest.raises(MembershipConfigError):
+        GroupChoice.parse(protocol, assignor)
