@@ -15,6 +15,7 @@ if _ROOT not in sys.path:  # streamlit puts dashboard/ on sys.path, not the repo
 
 import streamlit as st  # noqa: E402
 
+from dashboard.context import read_only_env  # noqa: E402
 from dashboard.theme import CSS  # noqa: E402
 
 st.set_page_config(page_title="groupscope", page_icon=":material/hub:", layout="wide")
@@ -24,11 +25,20 @@ st.html(CSS)
 # navigation, which serves each file directly and bypasses st.navigation and this chrome.
 _PAGES = Path(__file__).resolve().parent / "screens"
 
-pages = [
-    st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:", url_path="live",
-            default=True),
-    st.Page(_PAGES / "status.py", title="Status", icon=":material/monitor_heart:",
-            url_path="status"),
-]
+streams = st.Page(_PAGES / "streams.py", title="Streams", icon=":material/directions_car:",
+                  url_path="streams")
+timeline = st.Page(_PAGES / "timeline.py", title="Timeline", icon=":material/timeline:",
+                   url_path="timeline")
+watch = st.Page(_PAGES / "watch.py", title="Watch", icon=":material/visibility:",
+                url_path="watch")
+status = st.Page(_PAGES / "status.py", title="Status", icon=":material/monitor_heart:",
+                 url_path="status")
+
+if read_only_env():  # `groupscope watch`: no page with controls at all
+    pages = [st.Page(_PAGES / "watch.py", title="Watch", icon=":material/visibility:",
+                     url_path="watch", default=True), streams, timeline, status]
+else:
+    pages = [st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:",
+                     url_path="live", default=True), streams, timeline, watch, status]
 
 st.navigation(pages, position="top").run()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -19,10 +18,6 @@ from dashboard.live_model import SeriesPoint
 from dashboard.theme import REBALANCE_FILL, replica_colour
 
 FONT = {"size": 16}
-
-
-def _dt(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000.0)  # the server's local time, like the room's clock
 
 
 def _base_layout(fig: go.Figure, revision: str, height: int) -> go.Figure:
@@ -103,15 +98,15 @@ def ownership_figure(history: Sequence[Snapshot], revision: str = "timeline") ->
         segs = segments[owner]
         fig.add_trace(go.Bar(
             y=[f"P{p}" for p, _, _ in segs], x=[max(1, b - a) for _, a, b in segs],
-            base=[_dt(a) for _, a, _ in segs], orientation="h",
+            base=[local_ms(a) for _, a, _ in segs], orientation="h",
             name=owner or "unowned", marker_color=replica_colour(owner),
             hovertemplate=f"{owner or 'unowned'}<extra></extra>",
         ))
     if history:
         for r in history[-1].rebalances:
             end = r.end_ms if r.end_ms is not None else last_ts
-            fig.add_vrect(x0=_dt(r.start_ms), x1=_dt(end), fillcolor=REBALANCE_FILL,
-                          line_width=0, layer="above")
+            fig.add_vrect(x0=local_ms(r.start_ms), x1=local_ms(end),
+                          fillcolor=REBALANCE_FILL, line_width=0, layer="above")
     parts = sorted({pv.partition for s in history[-1:] for pv in s.partitions})
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_xaxes(type="date")
@@ -152,11 +147,12 @@ def window_figure(windows: Sequence[dict], fields: Sequence[str],
     """One stream's tumbling-window aggregates: a line per field (mean per window)."""
     fig = make_subplots(rows=len(fields), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=list(fields))
-    xs = [_dt(int(w.get("start_ms") or w.get("start") or 0)) for w in windows]
+    xs = [local_ms(int(w.get("start_ms") or w.get("start") or 0)) for w in windows]
     for i, name in enumerate(fields, start=1):
         ys = [_window_mean(w, name) for w in windows]
         fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers"), row=i, col=1)
     fig.update_layout(showlegend=False)
+    fig.update_xaxes(type="date")
     return _base_layout(fig, revision, 180 * len(fields) + 40)
 
 

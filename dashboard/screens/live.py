@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.context import current_context
+from dashboard.context import env_context
 from dashboard.controls import render_controls
 from dashboard.views.live import render_live
 
-ctx = current_context(st.session_state)
+ctx = env_context()  # the local stack; the Watch page shows other clusters
 with st.sidebar:
     render_controls(ctx)
 render_live(ctx)

@@ -28,6 +28,8 @@ class Member:
     """A real consumer-group member polling on its own thread until close()."""
 
     def __init__(self, settings: KafkaSettings, group: str, topic: str, client_id: str) -> None:
+        self.client_id = client_id
+        self.closed = False
         self.consumer = Consumer(settings.client_config(**{
             "group.id": group, "client.id": client_id, "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
@@ -43,6 +45,9 @@ class Member:
             self.consumer.poll(0.2)
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()

@@ -25,7 +25,7 @@ def members(kafka, unique):
     try:
         for name in ("m-a", "m-b", "m-c"):
             started.append(Member(kafka, group, topic, name))
-        yield topic, group, keys
+        yield topic, group, keys, started
     finally:
         for m in started:
             m.close()
@@ -33,7 +33,7 @@ def members(kafka, unique):
 
 def test_live_page_shows_owners_streams_and_idle_warning(
         monkeypatch, broker, members, tmp_path, fresh_pollers):
-    topic, group, keys = members
+    topic, group, keys, _ = members
     for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "GROUPSCOPE_READONLY"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("GROUPSCOPE_KAFKA_PORT", str(broker.port))
@@ -72,3 +72,73 @@ def test_live_page_shows_owners_streams_and_idle_warning(
     # no supervisor: controls are disabled and say why in one line
     assert any(c.value.startswith("No supervisor:") for c in at.sidebar.caption)
     assert at.sidebar.button(key="ctl_kill").disabled
+
+
+def _env(monkeypatch, broker, group, topic, tmp_path, **extra: str) -> None:
+    for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "GROUPSCOPE_READONLY",
+                "GROUPSCOPE_TOPIC", "GROUPSCOPE_GROUP"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("GROUPSCOPE_KAFKA_PORT", str(broker.port))
+    monkeypatch.setenv("GROUPSCOPE_GROUP", group)
+    monkeypatch.setenv("GROUPSCOPE_TOPIC", topic)
+    monkeypatch.setenv("GROUPSCOPE_DATA", str(tmp_path))
+    for key, value in extra.items():
+        monkeypatch.setenv(key, value)
+
+
+def test_watch_mode_is_read_only_and_shows_the_group(
+        monkeypatch, broker, members, tmp_path, fresh_pollers):
+    topic, group, keys, _ = members
+    _env(monkeypatch, broker, group, topic, tmp_path, GROUPSCOPE_READONLY="1",
+         GROUPSCOPE_BOOTSTRAP=f"127.0.0.1:{broker.port}")
+    at = AppTest.from_file(APP, default_timeout=30)
+
+    def shown():
+        at.run()
+        assert not at.exception, at.exception
+        text = page_text(at)
+        return text if "gs-lanes" in text and keys[0] in text else None
+
+    text = wait_until(shown, timeout=60, what="the watched group's lanes")
+    assert at.title[0].value == "Watch a consumer group"
+    assert at.selectbox(key="watch_group").value == group
+    assert not [b for b in at.sidebar.button if (b.key or "").startswith("ctl_")]
+    assert not [b for b in at.button if (b.key or "").startswith("ctl_")]
+    assert "read-only" in text
+
+
+def test_timeline_records_a_rebalance_with_moved_partitions(
+        monkeypatch, broker, kafka, members, tmp_path, fresh_pollers):
+    topic, group, _, started = members
+    _env(monkeypatch, broker, group, topic, tmp_path)
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.switch_page("screens/timeline.py")
+
+    def stable_with_owners():
+        at.run()
+        assert not at.exception, at.exception
+        return ("Stable" in page_text(at) and any(
+            "ownership" == c.key for c in at.get("plotly_chart"))) or None
+
+    wait_until(stable_with_owners, timeout=60, what="timeline of a stable group")
+    # a busy member leaves: its partition moves to the idle one
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(kafka.client_config())
+    desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    busy = next(m.client_id for m in desc.members if m.assignment.topic_partitions)
+    leaving = next(m for m in started if m.client_id == busy)
+    leaving.close()  # a graceful leave: the group rebalances at once
+
+    def rebalance_row():
+        at.run()
+        assert not at.exception, at.exception
+        tables = [d.value for d in at.dataframe if "partitions moved" in d.value.columns]
+        if not tables:
+            return None
+        done = tables[0][(tables[0]["partitions moved"] >= 1) & tables[0]["end"].ne("…")]
+        return (done,) if len(done) else None
+
+    (rows,) = wait_until(rebalance_row, timeout=60, what="a finished rebalance in the table")
+    assert rows.iloc[0]["duration s"] >= 0
+    assert busy in page_text(at)  # the Sankey / move list names the replica that left
