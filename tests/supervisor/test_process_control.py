@@ -1,0 +1,133 @@
+"""Process control against real group members (the stand-in consumer), real broker.
+
+Fast checks of what does not need Spark: a kill takes the replica's own children, a SIGKILLed
+supervisor takes its replicas (PR_SET_PDEATHSIG), external members are visible but not
+controllable, fleet and topic controls report real numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.cluster.partitioner import partition_for
+from backend.contracts import summaries_topic
+from backend.fleet.simulator import stream_ids
+from backend.netutil import wait_until
+from backend.supervisor.client import ControlError
+from tests.supervisor.conftest import REPO, SESSION_TIMEOUT_S, STANDIN, pid_alive
+
+pytestmark = pytest.mark.broker
+
+
+def _ctl(backend, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "backend.cli", "ctl", "--data-dir",
+                           str(backend.data_dir), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_kill_takes_children_and_a_killed_supervisor_takes_its_replicas(
+        backend_factory, standin_command, unique, tmp_path: Path) -> None:
+    b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "2", "--no-fleet",
+                        "--stop-grace", "5", replica_command=standin_command)
+    wait_until(lambda: b.members() == ["ada", "bruno"], 60, what="ada and bruno in the group")
+    st = b.status()
+    pids = {r.name: r.pid for r in st.replicas}
+    child_dir = Path(standin_command[-1])
+    child = int(wait_until(lambda: (child_dir / "ada.pid").read_text(), 10, what="child pid"))
+    assert pid_alive(child)
+
+    b.client.kill("ada")
+    wait_until(lambda: b.status().replicas[-1].state == "killed", 10, what="ada reaped")
+    ada = next(r for r in b.status().replicas if r.name == "ada")
+    assert (ada.exit_signal, ada.pid, ada.alive) == ("SIGKILL", pids["ada"], False)
+    assert not pid_alive(pids["ada"])
+    assert not pid_alive(child), "the replica's own child outlived the kill"
+    t0 = time.monotonic()
+    wait_until(lambda: b.members() == ["bruno"], SESSION_TIMEOUT_S + 10,
+               what="the broker to drop ada after its session timeout")
+    assert time.monotonic() - t0 <= SESSION_TIMEOUT_S + 10
+
+    # the supervisor itself is SIGKILLed: no handler runs, PDEATHSIG still ends bruno
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(10)
+    wait_until(lambda: not pid_alive(pids["bruno"]), 10, what="bruno to die with its supervisor")
+
+
+def test_external_member_is_visible_but_not_controllable(
+        backend_factory, standin_command, unique, kafka) -> None:
+    b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "1", "--no-fleet",
+                        replica_command=standin_command)
+    visitor = subprocess.Popen(
+        [sys.executable, str(STANDIN), "--id", "visitor", "--group", b.group, "--topic",
+         b.topic, "--bootstrap", kafka.bootstrap], cwd=REPO, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: b.members() == ["ada", "visitor"], 60, what="visitor joins")
+        st = wait_until(lambda: (s := b.status()).external and s, 10, what="external listed")
+        assert [m.client_id for m in st.external] == ["visitor"]
+        assert [r.name for r in st.replicas] == ["ada"] and st.replicas[0].member
+        assert sorted(st.replicas[0].partitions + st.external[0].partitions) == list(range(6))
+        for action in (b.client.kill, b.client.stop, b.client.restart):
+            with pytest.raises(ControlError) as err:
+                action("visitor")
+            assert err.value.status == 409 and "external" in str(err.value)
+        assert visitor.poll() is None  # untouched
+
+        table = _ctl(b, "status")
+        assert table.returncode == 0, table.stderr
+        line = next(ln for ln in table.stdout.splitlines() if ln.startswith("visitor"))
+        assert "external" in line
+        data = json.loads(_ctl(b, "status", "--json").stdout)
+        assert [m["client_id"] for m in data["external"]] == ["visitor"]
+        refused = _ctl(b, "kill", "visitor")
+        assert refused.returncode == 1 and "external" in refused.stderr
+    finally:
+        visitor.terminate()
+        visitor.wait(30)
+
+
+def test_fleet_and_partitions_report_real_numbers(
+        backend_factory, standin_command, unique, kafka) -> None:
+    b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "0", "--streams", "6",
+                        "--rate", "20", replica_command=standin_command)
+    st = b.status()
+    assert st.fleet["running"] and st.fleet["streams"] == 6 and st.partitions == 6
+    wait_until(lambda: b.status().fleet["delivered"] > 0, 30, what="the fleet to deliver")
+
+    assert b.client.set_rate(50)["target_rate"] == 50
+    assert b.client.set_streams(9)["streams"] == 9
+    out = _ctl(b, "streams", "10")
+    assert out.returncode == 0 and "10 streams" in out.stdout
+
+    change = b.client.add_partitions(8)
+    expected = [(s, partition_for(s, 6), partition_for(s, 8)) for s in stream_ids(10)
+                if partition_for(s, 6) != partition_for(s, 8)]
+    assert (change.before, change.after, change.streams_checked) == (6, 8, 10)
+    assert list(change.moved) == expected and expected
+    from backend.supervisor.service import _quiet_admin
+
+    md = _quiet_admin(kafka).list_topics(timeout=10)
+    assert len(md.topics[b.topic].partitions) == 8
+    assert len(md.topics[summaries_topic(b.group)].partitions) == 8
+    with pytest.raises(ControlError) as err:
+        b.client.add_partitions(4)
+    assert err.value.status == 409 and b.status().partitions == 8
+
+    table = _ctl(b, "partitions", "9")
+    assert table.returncode == 0, table.stderr
+    assert "8 -> 9 partitions" in table.stdout
+
+    assert not b.client.fleet_stop()["running"]
+    with pytest.raises(ControlError) as err:
+        b.client.fleet_stop()
+    assert err.value.status == 409
+    assert _ctl(b, "fleet", "start").returncode == 0
+    assert b.status().fleet["running"]
