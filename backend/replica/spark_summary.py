@@ -149,10 +149,28 @@ class SparkSummariser:
         self._session: Any = None
 
     def session(self) -> Any:
-        if self._session is None:
-            from backend.engine.session import connect
+        """The session, (re)connected on demand; fails fast when nothing listens.
 
-            self._session = connect(self.remote)
+        The Connect client's default retry policy tolerates ~10 minutes of outage inside one
+        call, during which the consumer loop could not poll; a short policy hands control
+        back within seconds so the replica can pause, report and back off instead.
+        """
+        if self._session is None:
+            from urllib.parse import urlparse
+
+            from pyspark.sql.connect.client.retries import DefaultPolicy
+
+            from backend.engine.session import EngineUnavailable, connect, spark_remote
+            from backend.netutil import port_open
+
+            url = spark_remote(self.remote)
+            parsed = urlparse(url.replace("sc://", "http://", 1))
+            if not port_open(parsed.hostname or "127.0.0.1", parsed.port or 15002, timeout=2.0):
+                raise EngineUnavailable(f"nothing is listening at {url}")
+            session = connect(url)
+            session.client.set_retry_policies(
+                [DefaultPolicy(max_retries=3, initial_backoff=200, max_backoff=2000)])
+            self._session = session
         return self._session
 
     def warm_up(self) -> None:

@@ -5,6 +5,7 @@ Replicas run as `python -m backend.cli replica ...` subprocesses so SIGKILL is a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -225,3 +226,77 @@ class ReplicaFleet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+
+class CuttableProxy:
+    """A TCP forwarder to a real server that the test can cut and restore (same port).
+
+    Cut = listener closed and every connection dropped, so clients see "connection refused":
+    the server is unreachable without being stopped (it is shared by the whole test run).
+    """
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        import socket
+
+        self._socket_mod = socket
+        self.target = (target_host, target_port)
+        self.port = 0
+        self._listener: Any = None
+        self._conns: list[Any] = []
+        self._lock = threading.Lock()
+        self._open()
+
+    def _open(self) -> None:
+        socket = self._socket_mod
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        self.port = s.getsockname()[1]
+        s.listen(64)
+        self._listener = s
+        threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def _accept(self, listener: Any) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = self._socket_mod.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: Any, dst: Any) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def cut(self) -> None:
+        self._listener.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            try:
+                c.shutdown(self._socket_mod.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        self._open()
+
+    def close(self) -> None:
+        self.cut()

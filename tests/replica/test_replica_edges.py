@@ -1,0 +1,129 @@
+"""Issue 3 acceptance, the edges: idle members, malformed input, Spark going away."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlparse
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from backend.contracts import MAX_MESSAGE_BYTES, dead_letter_topic
+from tests.replica.harness import ContractProducer, CuttableProxy, message, read_summaries
+
+
+def _summaries_match(kafka, group, produced):
+    summaries = read_summaries(kafka, group)
+    ok = all(s in summaries and summaries[s]["count"] == n and summaries[s]["last_seq"] + 1 == n
+             and summaries[s]["gaps"] == 0 for s, n in produced.items())
+    return summaries if ok else None
+
+
+@pytest.mark.timeout(200)
+def test_seven_replicas_on_six_partitions_one_is_idle(kafka, layout, events, fleet):
+    names = [f"r{i}" for i in range(1, 8)]
+    producer = ContractProducer(kafka, layout[1], streams=12, rate=60.0).start()
+    try:
+        for name in names:
+            fleet.start(name)
+
+        def one_idle():
+            beats = events.latest_heartbeats(names)
+            if set(beats) != set(names):
+                return None
+            owned = sorted(p for b in beats.values() for p in b["partitions"])
+            idle = [r for r, b in beats.items() if b["idle"]]
+            return idle if owned == list(range(6)) and len(idle) == 1 else None
+
+        idle = fleet.wait(one_idle, 150, "exactly one idle replica and 6 partitions owned")
+        beat = events.latest_heartbeats(idle)[idle[0]]
+        assert beat["partitions"] == [] and beat["streams"] == []
+    finally:
+        producer.stop()
+
+
+@pytest.mark.timeout(150)
+def test_malformed_input_goes_to_dead_letters(kafka, layout, events, fleet):
+    group, topic = layout
+    producer = ContractProducer(kafka, topic, streams=4, rate=100.0)
+    for _ in range(5):
+        producer.produce_one_round()
+    bad = [
+        (b"car-01", b"this is not json"),
+        (b"car-02", None),
+        (None, message("car-03", 999)),
+        (b"car-03", b'{"stream_id": "car-03", "seq": "x"}'),
+        (b"car-04", message("car-04", 5).replace(b'"rpm":', b'"rpm":"fast","x":')),
+        (b"car-01", b"{" + b" " * (MAX_MESSAGE_BYTES + 10) + b"}"),
+        (b"car-02", message("car-01", 5)),
+    ]
+    for key, value in bad:
+        producer.produce_raw(key, value)
+    for _ in range(5):
+        producer.produce_one_round()
+    produced = producer.stop()
+
+    fleet.start("r1")
+    fleet.wait(lambda: _summaries_match(kafka, group, produced), 90, "good messages summarised")
+
+    dlq = Consumer(kafka.client_config(**{"group.id": f"dlq-{time.time_ns()}",
+                                          "enable.auto.commit": False}))
+    dlq.assign([TopicPartition(dead_letter_topic(group), 0, OFFSET_BEGINNING)])
+    got: list[dict] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < len(bad) and time.monotonic() < deadline:
+            for m in dlq.consume(100, 0.5):
+                if m.error() is None:
+                    got.append(dict(m.headers() or []))
+    finally:
+        dlq.close()
+    reasons = sorted(h["reason"].decode() for h in got)
+    assert len(reasons) == len(bad), reasons
+    assert reasons == sorted([
+        "not a JSON telemetry object", "null value", "missing key",
+        "missing or wrong-typed field: seq", "missing or wrong-typed field: rpm",
+        f"oversized ({MAX_MESSAGE_BYTES + 12} bytes > {MAX_MESSAGE_BYTES})",
+        "stream_id does not match key",
+    ])
+    assert all(h["source.topic"].decode() == topic for h in got)
+    fleet.wait(lambda: any(b["dead_letters"] == len(bad)
+                           for b in events.latest_heartbeats(["r1"]).values()),
+               20, "heartbeat counting the dead letters")
+
+
+@pytest.mark.timeout(200)
+def test_spark_unreachable_keeps_membership_and_loses_nothing(kafka, layout, events, fleet,
+                                                               spark_remote):
+    group, topic = layout
+    target = urlparse(spark_remote.replace("sc://", "http://"))
+    proxy = CuttableProxy(target.hostname, target.port)
+    producer = ContractProducer(kafka, topic, streams=12, rate=120.0).start()
+    try:
+        fleet.spark_remote = f"sc://127.0.0.1:{proxy.port}"
+        fleet.start("r1", "--exactly-once")
+        fleet.wait(lambda: any(b["processed"] > 0
+                               for b in events.latest_heartbeats(["r1"]).values()),
+                   90, "r1 processing")
+        cut_at = time.time()
+        proxy.cut()
+        fleet.wait(lambda: any("Spark" in e.get("error", "")
+                               for e in events.of("error", "r1", since=cut_at)),
+                   60, "an error event about Spark")
+        # still a member, still heartbeating, owning its partitions, not committing
+        fleet.wait(lambda: any(not b["spark_ok"] and b["partitions"] == list(range(6))
+                               for b in events.of("heartbeat", "r1", since=cut_at)),
+                   30, "heartbeat with spark_ok=false while owning everything")
+        restored_at = time.time()
+        proxy.restore()
+        fleet.wait(lambda: any(b["spark_ok"] and b["processed"] > 0
+                               for b in events.of("heartbeat", "r1", since=restored_at)),
+                   60, "processing again after Spark came back")
+    finally:
+        produced = producer.stop()
+    try:
+        fleet.wait(lambda: _summaries_match(kafka, group, produced), 90, "no loss, no duplicates")
+        assert not events.of("revoked", "r1") and not events.of("lost", "r1")
+    finally:
+        fleet.close()
+        proxy.close()
