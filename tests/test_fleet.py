@@ -23,7 +23,7 @@ from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import add_partitions, ensure_input_topic
 from backend.contracts import REQUIRED_FIELDS, TelemetryMessage
 from backend.fleet.pacing import TokenBucket
-from backend.fleet.simulator import FleetSimulator, stream_id, stream_ids
+from backend.fleet.simulator import FleetError, FleetSimulator, stream_id, stream_ids
 from backend.fleet.telemetry import (
     ACCEL_MS2,
     BRAKE_MS2,
@@ -315,7 +315,7 @@ def test_set_streams_adds_new_keys_and_resumes_known_ones(
     sim.start()
     assert sim.stats().resumed_from == {"car-01": 20, "car-02": 20}
     wait_until(lambda: sim.stats().produced["car-02"] >= 20, 20, what="car-02 producing")
-    sim.set_streams(7)
+    sim.set_streams(7, wait=False)  # returns at once; the new cars join after recovery
     wait_until(lambda: min(sim.stats().produced.get(k, 0) for k in stream_ids(7)) >= 10, 20,
                what="all 7 cars producing")
     stats = sim.stats()
@@ -370,6 +370,14 @@ def test_messages_follow_the_contract_and_physics(kafka: KafkaSettings, topic: s
             moved = _distance_m((a["lat"], a["lon"]), (b["lat"], b["lon"]))
             assert moved <= max(a["speed_kmh"], b["speed_kmh"]) / 3.6 * dt + 1.0
         assert rows[-1]["engine_temp_c"] > rows[0]["engine_temp_c"]  # warming up
+
+
+@pytest.mark.broker
+def test_a_missing_topic_is_refused_before_producing(kafka: KafkaSettings, unique: str) -> None:
+    sim = FleetSimulator(kafka, f"missing-{unique}", streams=2)
+    with pytest.raises(FleetError, match="does not exist"):
+        sim.start()
+    assert not sim.running
 
 
 # ---- the CLI ---------------------------------------------------------------------------------

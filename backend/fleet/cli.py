@@ -83,6 +83,9 @@ def _produce(args: argparse.Namespace) -> int:
         info = ensure_input_topic(settings, args.topic, args.partitions, args.replication)
     except TopicError as exc:
         raise UserError(str(exc)) from None
+    if not info.created and info.partitions != args.partitions:
+        print(f"note: {info.name} already exists with {info.partitions} partitions; "
+              f"--partitions {args.partitions} only applies when creating it", flush=True)
     rate = "max" if math.isinf(args.rate) else f"{args.rate:g} msg/s"
     print(f"producing to {info.name} ({info.partitions} partitions) on {settings.describe()}: "
           f"{args.streams} streams at {rate}; Ctrl-C to stop", flush=True)
@@ -107,12 +110,14 @@ def _produce(args: argparse.Namespace) -> int:
                 break
             if args.duration is not None and time.monotonic() - started >= args.duration:
                 break
-            sim.wait_finished(timeout=1.0)
+            finished = sim.wait_finished(timeout=1.0)
             st = sim.stats()
             print(f"  {time.monotonic() - started:6.1f} s  {st.delivered:9d} delivered  "
                   f"{st.rate:8.1f} msg/s  queued {st.queued}", flush=True)
             if st.last_error:
                 print(f"  warning: {st.last_error}", file=sys.stderr, flush=True)
+            if finished:
+                break
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -59,6 +59,7 @@ class RecoveryResult:
     records_read: int
     seconds: float
     newest_ts: int = 0  # the latest record timestamp in the topic (0 when empty)
+    partitions: int = 0  # 0 when the topic does not exist
 
 
 def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
@@ -78,6 +79,7 @@ def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
         "logger": logger,
     }))
     read = 0
+    parts: list[_Part] = []
     try:
         parts = _partitions(consumer, topic, timeout)
         window = FIRST_WINDOW
@@ -98,7 +100,7 @@ def recover_next_seq(settings: KafkaSettings, topic: str, keys: Iterable[str],
     finally:
         consumer.close()
     return RecoveryResult({k: best[k][0] + 1 if k in best else 0 for k in wanted}, read,
-                          time.monotonic() - started, newest[0])
+                          time.monotonic() - started, newest[0], len(parts))
 
 
 def _partitions(consumer: Consumer, topic: str, timeout: float) -> list[_Part]:

@@ -111,6 +111,7 @@ class FleetSimulator:
         self._lock = threading.Lock()
         self._active: list[str] = stream_ids(streams)
         self._cursor = 0
+        self._streams_gen = 0
         self._bucket = TokenBucket(check_rate(rate))
         self._next_seq: dict[str, int] = {}
         self._resumed: dict[str, int] = {}
@@ -136,6 +137,10 @@ class FleetSimulator:
         with self._lock:
             active = list(self._active)
         recovery = recover_next_seq(self.settings, self.topic, active)
+        if recovery.partitions == 0:
+            # producing would only fail later, message by message, leaving seq gaps
+            raise FleetError(f"topic {self.topic} does not exist on {self.settings.bootstrap}; "
+                             f"create it first (ensure_topics / groupscope produce)")
         recovered = recovery.next_seq
         producer = Producer(producer_config(self.settings, error_cb=self._on_error,
                                             **self._overrides))
@@ -172,18 +177,44 @@ class FleetSimulator:
         with self._lock:
             self._bucket.set_rate(rate, time.monotonic())
 
-    def set_streams(self, count: int) -> None:
-        """Grow or shrink the fleet while it runs; a re-added car continues its own seq."""
+    def set_streams(self, count: int, wait: bool = True) -> None:
+        """Grow or shrink the fleet while it runs; a re-added car continues its own seq.
+
+        A car this run has not produced yet may have history on the topic, which must be read
+        before it produces (a never-seen key means reading every partition to its start). With
+        `wait=False` that happens in the background and the new cars join when it is done, so
+        a control request returns at once; a later call supersedes a pending one.
+        """
         if count < 1:
             raise ValueError(f"streams must be at least 1, got {count}")
         wanted = stream_ids(count)
         with self._lock:
+            self._streams_gen += 1
+            gen = self._streams_gen
             unknown = [k for k in wanted if k not in self._next_seq]
             running = self.running
-        # New keys may have history from an earlier run: read it before producing them.
-        recovered = (recover_next_seq(self.settings, self.topic, unknown).next_seq
-                     if unknown and running else {})
+        if not (unknown and running):
+            self._apply_streams(gen, wanted, {})
+        elif wait:
+            recovered = recover_next_seq(self.settings, self.topic, unknown).next_seq
+            self._apply_streams(gen, wanted, recovered)
+        else:
+            threading.Thread(target=lambda: self._apply_streams(gen, wanted,
+                                                                self._recover(unknown)),
+                             name="fleet-recovery", daemon=True).start()
+
+    def _recover(self, keys: list[str]) -> dict[str, int] | None:
+        try:
+            return recover_next_seq(self.settings, self.topic, keys).next_seq
+        except Exception as exc:  # a background thread must report, not die silently
+            self._note_error(f"could not add streams: {exc}")
+            return None
+
+    def _apply_streams(self, gen: int, wanted: list[str],
+                       recovered: dict[str, int] | None) -> None:
         with self._lock:
+            if recovered is None or gen != self._streams_gen:
+                return  # failed, or superseded by a later set_streams
             for key in wanted:
                 if key in recovered and key not in self._next_seq:
                     self._next_seq[key] = recovered[key]
@@ -245,9 +276,9 @@ class FleetSimulator:
                 self._note_error(f"{remaining} queued messages could not be delivered "
                                  f"within {FLUSH_TIMEOUT_S:.0f}s and were dropped")
             self._sample()
+            self._producer = None
             if self.limit is not None and self._sent >= self.limit:
                 self._finished.set()
-            self._producer = None
 
     def _produce_batch(self, producer: Producer) -> tuple[int, float]:
         """Produce as many messages as the bucket allows now; returns (sent, seconds to wait)."""
