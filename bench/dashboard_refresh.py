@@ -77,7 +77,7 @@ def time_pure(snap: Snapshot, history: tuple[Snapshot, ...], repeat: int) -> dic
 
     from dashboard import live_model as lm
     from dashboard.figures import throughput_lag_figure
-    from dashboard.html import cards_html, lanes_html
+    from dashboard.panels import cards_html, lanes_html
     from dashboard.views.live import header_badges
 
     def chart() -> None:

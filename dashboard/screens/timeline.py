@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard.context import current_context
 from dashboard.figures import moves_figure, ownership_figure
-from dashboard.html import lanes_html
+from dashboard.panels import lanes_html
 from dashboard.pollers import observer_for
 from dashboard.views.live import header_badges
 

@@ -14,7 +14,7 @@ from backend.contracts import Snapshot
 from dashboard import live_model as lm
 from dashboard.context import ViewContext
 from dashboard.figures import throughput_lag_figure
-from dashboard.html import cards_html, lanes_html
+from dashboard.panels import cards_html, lanes_html
 from dashboard.pollers import Reading, observer_for, supervisor_poller
 from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
 

@@ -14,7 +14,7 @@ from backend.contracts import (
     StreamView,
 )
 from dashboard import live_model as lm
-from dashboard.html import cards_html, lanes_html
+from dashboard.panels import cards_html, lanes_html
 
 
 def snap(ts: int, owners: dict[int, str | None], ends: dict[int, int] | None = None,
