@@ -108,7 +108,8 @@ class FleetSimulator:
         self.topic = topic
         self.limit = limit
         self._overrides = dict(producer_overrides or {})
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the state the producer thread uses
+        self._control = threading.RLock()  # serialises start/stop/set_streams (may block)
         self._active: list[str] = stream_ids(streams)
         self._cursor = 0
         self._streams_gen = 0
@@ -132,6 +133,10 @@ class FleetSimulator:
 
     def start(self) -> None:
         """Recover every stream's next seq from the topic, then produce in a background thread."""
+        with self._control:
+            self._start()
+
+    def _start(self) -> None:
         if self.running:
             raise FleetError("the fleet simulator is already running")
         with self._lock:
@@ -164,12 +169,13 @@ class FleetSimulator:
 
     def stop(self, timeout: float = FLUSH_TIMEOUT_S) -> FleetStats:
         """Stop producing, wait for every queued message to be acknowledged, return the stats."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout + 5.0)
-        self._thread = None
-        return self.stats()
+        with self._control:
+            self._stop.set()
+            thread = self._thread
+            if thread is not None:
+                thread.join(timeout + 5.0)
+            self._thread = None
+            return self.stats()
 
     def set_rate(self, rate: float) -> None:
         """New total rate in msg/s, effective at once (math.inf = unlimited, 0 = paused)."""
@@ -188,20 +194,21 @@ class FleetSimulator:
         if count < 1:
             raise ValueError(f"streams must be at least 1, got {count}")
         wanted = stream_ids(count)
-        with self._lock:
-            self._streams_gen += 1
-            gen = self._streams_gen
-            unknown = [k for k in wanted if k not in self._next_seq]
-            running = self.running
-        if not (unknown and running):
-            self._apply_streams(gen, wanted, {})
-        elif wait:
-            recovered = recover_next_seq(self.settings, self.topic, unknown).next_seq
-            self._apply_streams(gen, wanted, recovered)
-        else:
-            threading.Thread(target=lambda: self._apply_streams(gen, wanted,
-                                                                self._recover(unknown)),
-                             name="fleet-recovery", daemon=True).start()
+        with self._control:  # so a concurrent start() recovers exactly the streams it runs
+            with self._lock:
+                self._streams_gen += 1
+                gen = self._streams_gen
+                unknown = [k for k in wanted if k not in self._next_seq]
+                running = self.running
+            if not (unknown and running):
+                self._apply_streams(gen, wanted, {})
+            elif wait:
+                recovered = recover_next_seq(self.settings, self.topic, unknown).next_seq
+                self._apply_streams(gen, wanted, recovered)
+            else:
+                threading.Thread(target=lambda: self._apply_streams(gen, wanted,
+                                                                    self._recover(unknown)),
+                                 name="fleet-recovery", daemon=True).start()
 
     def _recover(self, keys: list[str]) -> dict[str, int] | None:
         try:
@@ -269,8 +276,8 @@ class FleetSimulator:
         finally:
             remaining = producer.flush(FLUSH_TIMEOUT_S)
             if remaining:
-                # the broker did not take them: they were never written, so their seqs were
-                # never used; the next start re-reads the topic and reuses none that were
+                # unconfirmed messages are dropped; the next start re-reads the topic, so a
+                # seq is only ever produced again if it never reached the log
                 producer.purge()
                 producer.flush(1.0)
                 self._note_error(f"{remaining} queued messages could not be delivered "
@@ -302,6 +309,7 @@ class FleetSimulator:
                 except BufferError:
                     # queue full (slow or absent broker): hand the tokens back, wait, retry
                     self._bucket.tokens += n - sent
+                    self._sent += sent
                     return sent, 0.05
                 self._next_seq[key] = seq + 1
                 self._cursor = (self._cursor + 1) % len(active)
