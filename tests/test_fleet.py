@@ -18,6 +18,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.partitioner import partition_for
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import add_partitions, ensure_input_topic
@@ -378,6 +379,39 @@ def test_a_missing_topic_is_refused_before_producing(kafka: KafkaSettings, uniqu
     with pytest.raises(FleetError, match="does not exist"):
         sim.start()
     assert not sim.running
+
+
+@pytest.mark.broker
+def test_a_broker_crash_mid_run_neither_loses_nor_duplicates(tmp_path: Path) -> None:
+    """kill -9 of the broker while producing: the fleet queues, retries after the restart,
+    and the idempotent producer writes every seq exactly once, in order."""
+    node = EmbeddedBroker(tmp_path / "broker", port=free_port())
+    node.start()
+    sim: FleetSimulator | None = None
+    try:
+        settings = node.settings
+        ensure_input_topic(settings, "crash", partitions=3)
+        sim = FleetSimulator(settings, "crash", streams=4, rate=400)
+        sim.start()
+        wait_until(lambda: sim.stats().delivered >= 400, 30, what="400 delivered")
+        assert node.process is not None
+        node.process.kill()
+        node.stop()
+        wait_until(lambda: sim.stats().queued >= 400, 30, what="messages queueing while down")
+        assert sim.running
+        node.start()
+        queued_at_restart = sim.stats().delivered + sim.stats().queued
+        wait_until(lambda: sim.stats().delivered >= queued_at_restart, 60,
+                   what="the backlog delivered after the restart")
+        final = sim.stop()
+        assert final.failed == 0
+        records = read_all(settings, "crash")
+        counts = assert_contiguous(records)
+        assert sum(counts.values()) == final.delivered == len(records)
+    finally:
+        if sim is not None:
+            sim.stop()
+        node.stop()
 
 
 # ---- the CLI ---------------------------------------------------------------------------------
