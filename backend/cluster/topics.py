@@ -143,8 +143,8 @@ def _wait_visible(admin: AdminClient, expected: dict[str, int], timeout: float) 
             return
         if time.monotonic() >= deadline:
             missing = sorted(n for n, p in expected.items() if seen.get(n, (0, 0))[0] < p)
-            raise TopicError(f"topics {', '.join(missing)} not visible in metadata after "
-                             f"{timeout:.0f}s")
+            raise TopicError(f"topic {', '.join(missing)} not ready after {timeout:.0f}s "
+                             f"(missing from metadata, or a partition has no leader)")
         time.sleep(0.1)
 
 
