@@ -223,7 +223,7 @@ class Replica:
         return [TopicPartition(self.cfg.topic, p) for p in sorted(self.rebalancer.owned)]
 
     def _report_spark_error(self, exc: BaseException) -> None:
-        text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        text = _one_line(exc)
         log.warning("Spark failed (%s); retrying in %.1fs", text, self._backoff)
         self.telemetry.emit(EventType.ERROR, error=f"Spark: {text}", retry_in_s=self._backoff)
 
@@ -373,6 +373,15 @@ class Replica:
             protocol=self.cfg.choice.protocol, assignor=self.cfg.choice.assignor,
             exactly_once=self.cfg.exactly_once,
         )
+
+
+def _one_line(exc: BaseException) -> str:
+    """gRPC errors span many lines; keep the status and details."""
+    raw = str(exc)
+    details = [ln.strip() for ln in raw.splitlines()
+               if ln.strip().startswith(("status", "details"))]
+    text = "; ".join(details) if details else (raw.splitlines()[0] if raw else "")
+    return (text or type(exc).__name__)[:300]
 
 
 def default_context() -> StreamingContext:

@@ -285,6 +285,9 @@ class CuttableProxy:
                     s.close()
 
     def cut(self) -> None:
+        # shutdown first: close() alone leaves a socket listening while accept() blocks on it
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(self._socket_mod.SHUT_RDWR)
         self._listener.close()
         with self._lock:
             conns, self._conns = self._conns, []

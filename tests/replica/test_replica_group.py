@@ -45,18 +45,40 @@ def _wait_drained(fleet, kafka, group, produced, timeout=90.0):
 
 
 SCENARIOS = [
-    pytest.param("classic", "range", False, "kill", id="range-atleastonce-kill"),
-    pytest.param("classic", "roundrobin", True, "term", id="roundrobin-eos-term"),
-    pytest.param("classic", "cooperative-sticky", True, "kill", id="coopsticky-eos-kill"),
-    pytest.param("consumer", "uniform", True, "kill", id="kip848-uniform-eos-kill"),
-    pytest.param("consumer", "uniform", False, "term", id="kip848-uniform-atleastonce-term"),
+    pytest.param("classic", "range", False, id="range-atleastonce"),
+    pytest.param("classic", "roundrobin", False, id="roundrobin-atleastonce"),
+    pytest.param("classic", "cooperative-sticky", True, id="coopsticky-exactlyonce"),
+    pytest.param("consumer", "uniform", True, id="kip848-uniform-exactlyonce"),
 ]
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize(("protocol", "assignor", "eos", "stop"), SCENARIOS)
-def test_group_survives_a_member_leaving(kafka, layout, events, fleet, protocol, assignor,
-                                         eos, stop):
+def _hand_over(fleet, events, owners, victim, how):
+    """Stop `victim` (kill -9 or SIGTERM); wait until the others received its streams."""
+    victim_streams = set(events.latest_heartbeats([victim])[victim]["streams"])
+    assert victim_streams, f"{victim} owned no streams"
+    survivors = [n for n in owners if n != victim]
+    left_at = time.time()
+    if how == "kill":
+        fleet.kill(victim)
+    else:
+        assert fleet.terminate(victim) == 0
+        assert events.of("stopped", victim), "graceful stop publishes `stopped`"
+        assert "Stream revoked: car-" in fleet.output(victim)
+
+    def received_by_survivors():
+        got = {e["stream"] for e in events.of("stream_received", since=left_at)
+               if e["replica"] in survivors}
+        return victim_streams <= got
+
+    fleet.wait(received_by_survivors, 60, f"survivors receiving {victim}'s streams")
+    return fleet.wait(lambda: _exclusive_owners(events, survivors, since=left_at), 30,
+                      f"{survivors} owning all partitions")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("protocol", "assignor", "eos"), SCENARIOS)
+def test_group_survives_a_crash_and_a_graceful_stop(kafka, layout, events, fleet, protocol,
+                                                    assignor, eos):
     group, topic = layout
     producer = ContractProducer(kafka, topic, streams=12, rate=150.0).start()
     try:
@@ -67,34 +89,18 @@ def test_group_survives_a_member_leaving(kafka, layout, events, fleet, protocol,
             fleet.start(name, *args)
 
         # every partition owned by exactly one replica, and all three processing
-        owners = fleet.wait(lambda: _exclusive_owners(events, NAMES), 120,
-                            what="3 replicas owning 6 partitions exclusively")
-        fleet.wait(lambda: all(b["processed"] > 0
-                               for b in events.latest_heartbeats(NAMES).values())
-                   and len(events.latest_heartbeats(NAMES)) == 3, 60,
-                   what="all replicas processing")
-        owners = fleet.wait(lambda: _exclusive_owners(events, NAMES), 30, what="stable owners")
+        fleet.wait(lambda: _exclusive_owners(events, NAMES), 120,
+                   "3 replicas owning 6 partitions exclusively")
+        fleet.wait(lambda: len(events.latest_heartbeats(NAMES)) == 3
+                   and all(b["processed"] > 0 for b in events.latest_heartbeats(NAMES).values()),
+                   60, "all replicas processing")
+        owners = fleet.wait(lambda: _exclusive_owners(events, NAMES), 30, "stable owners")
 
-        victim = max(owners, key=lambda r: len(owners[r]))
-        victim_streams = set(events.latest_heartbeats([victim])[victim]["streams"])
-        assert victim_streams, "the victim owned no streams"
-        survivors = [n for n in NAMES if n != victim]
-        left_at = time.time()
-        if stop == "kill":
-            fleet.kill(victim)
-        else:
-            assert fleet.terminate(victim) == 0
-            assert events.of("stopped", victim), "graceful stop publishes `stopped`"
-
-        # the survivors receive the victim's streams (events prove it)
-        def received_by_survivors():
-            got = {e["stream"] for e in events.of("stream_received", since=left_at)
-                   if e["replica"] in survivors}
-            return victim_streams <= got
-
-        fleet.wait(received_by_survivors, 60, what=f"survivors receiving {victim}'s streams")
-        fleet.wait(lambda: _exclusive_owners(events, survivors, since=left_at), 30,
-                   what="survivors owning all partitions")
+        crashed = max(owners, key=lambda r: len(owners[r]))
+        owners = _hand_over(fleet, events, owners, crashed, "kill")
+        stopped = max(owners, key=lambda r: len(owners[r]))
+        owners = _hand_over(fleet, events, owners, stopped, "term")
+        assert list(owners.values()) == [PARTITIONS]
     finally:
         produced = producer.stop()
 
@@ -110,11 +116,8 @@ def test_group_survives_a_member_leaving(kafka, layout, events, fleet, protocol,
             assert s["count"] >= n
             assert s["count"] - s["duplicates"] == n
         assert s["fields"]["speed_kmh"]["count"] == s["count"]
-    if stop == "term":
-        assert "Stream revoked: car-" in fleet.output(victim)
     assert any("New stream received: car-" in fleet.output(n) for n in NAMES)
 
-    for name in survivors:  # graceful stop of the rest
-        assert fleet.terminate(name) == 0
-    fleet.wait(lambda: {e["replica"] for e in events.of("stopped")} >= set(survivors), 30,
-               what="stopped events")
+    last = next(iter(owners))
+    assert fleet.terminate(last) == 0
+    fleet.wait(lambda: events.of("stopped", last), 30, "stopped event of the last replica")
