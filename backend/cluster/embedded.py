@@ -80,16 +80,45 @@ class EmbeddedBroker:
     node_id: int = 1
     heap: str = "512m"
     extra_properties: dict[str, str] = field(default_factory=dict)
+    # Optional security (tests of least-privilege clients): user -> password. When set, the
+    # client port speaks SASL_PLAINTEXT (PLAIN and SCRAM-SHA-256 for every user) and ACLs are
+    # enforced by StandardAuthorizer; `sasl_admin` is the super user the broker itself uses.
+    sasl_users: dict[str, str] | None = field(default=None, repr=False)
+    sasl_admin: str = "admin"
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
+        if self.sasl_users is not None:
+            if self.sasl_admin not in self.sasl_users:
+                raise ValueError(f"sasl_users must include the broker's own user "
+                                 f"{self.sasl_admin!r}")
+            for user, pw in self.sasl_users.items():
+                if not pw or any(c in user + pw for c in '"=,[] \\\n;'):
+                    raise ValueError(f"SASL user {user!r}: name and password must be non-empty "
+                                     "without quotes, brackets, commas, '=', ';' or spaces")
         if self.controller_port is None:
             self.controller_port = self._remembered_controller_port()
 
     @property
     def settings(self) -> KafkaSettings:
+        """How to connect; with SASL enabled, as the super user."""
+        if self.sasl_users is not None:
+            return self.settings_for(self.sasl_admin)
         return KafkaSettings(bootstrap=f"{self.host}:{self.port}")
+
+    def settings_for(self, user: str, mechanism: str = "PLAIN") -> KafkaSettings:
+        """Client settings for one SASL user (`PLAIN` or `SCRAM-SHA-256`)."""
+        if self.sasl_users is None:
+            raise ValueError("this broker has no SASL users")
+        props = {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": self.sasl_users[user],
+        }
+        return KafkaSettings(bootstrap=f"{self.host}:{self.port}", client_properties=props,
+                             external=True)
 
     @property
     def log_file(self) -> Path:
@@ -119,13 +148,43 @@ class EmbeddedBroker:
             **_SINGLE_NODE_SETTINGS,
             **DEMO_GROUP_SETTINGS,
         }
+        if self.sasl_users is not None:
+            props.update(self._sasl_properties())
         props.update(self.extra_properties)
         return props
+
+    def _sasl_properties(self) -> dict[str, str]:
+        assert self.sasl_users is not None
+        users = " ".join(f'user_{u}="{pw}"' for u, pw in self.sasl_users.items())
+        admin_pw = self.sasl_users[self.sasl_admin]
+        plain = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                 f'username="{self.sasl_admin}" password="{admin_pw}" {users};')
+        return {
+            "listeners": f"SASL_PLAINTEXT://{self.host}:{self.port},"
+            f"CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"SASL_PLAINTEXT://{self.host}:{self.port}",
+            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
+            "CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain,
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "authorizer.class.name":
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # the controller listener only listens on this host and carries the broker's own
+            # (unauthenticated) controller traffic
+            "super.users": f"User:{self.sasl_admin};User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+        }
 
     def _write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "controller.port").write_text(str(self.controller_port))
         path = self.data_dir / "server.properties"
+        path.touch(mode=0o600)  # may hold SASL passwords
+        path.chmod(0o600)
         path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
         return path
@@ -146,16 +205,21 @@ class EmbeddedBroker:
     def _format_storage(self, config: Path) -> None:
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
-        cluster_id = _random_cluster_id()
+        cluster_id = _random_cluster_id()  # may start with '-': pass it as --cluster-id=ID
+        scram: list[str] = []
+        for user, pw in (self.sasl_users or {}).items():
+            scram += ["--add-scram", f"SCRAM-SHA-256=[name={user},password={pw}]"]
         result = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
-                       str(config), "--standalone"),
+            self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c",
+                       str(config), "--standalone", *scram),
             capture_output=True,
             text=True,
         )
         if result.returncode != 0:
-            raise BrokerStartError(f"formatting {self.data_dir} failed:\n{result.stdout}"
-                                   f"{result.stderr}")
+            output = result.stdout + result.stderr
+            for pw in (self.sasl_users or {}).values():
+                output = output.replace(pw, "***")
+            raise BrokerStartError(f"formatting {self.data_dir} failed:\n{output}")
 
     # ---- lifecycle -----------------------------------------------------------------
 
