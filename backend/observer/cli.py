@@ -99,13 +99,21 @@ def _secs(v: float | None) -> str:
 
 
 def _groups(args: argparse.Namespace) -> int:
-    import orjson
-
-    from backend.observer.collect import CollectError, Collector
-    from backend.observer.derive import lag_messages
+    from backend.observer.collect import Collector
 
     collector = Collector(_settings(args))
-    rows = []
+    try:
+        rows = _group_rows(collector)
+    finally:
+        collector.close()
+    return _print_groups(args, rows)
+
+
+def _group_rows(collector) -> list[dict]:
+    from backend.observer.collect import CollectError
+    from backend.observer.derive import lag_messages
+
+    rows: list[dict] = []
     try:
         listed = collector.list_groups()
     except Exception as exc:
@@ -120,6 +128,12 @@ def _groups(args: argparse.Namespace) -> int:
                   for tp, end in obs.end_offsets.items())
         rows.append({"group": gid, "protocol": obs.protocol, "state": obs.state,
                      "members": len(obs.members), "topics": list(obs.topics), "lag": lag})
+    return rows
+
+
+def _print_groups(args: argparse.Namespace, rows: list[dict]) -> int:
+    import orjson
+
     if args.json:
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0

@@ -9,10 +9,12 @@ one round trip per request type whatever the number of partitions.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -142,22 +144,38 @@ class Collector:
 
     # ---- one poll --------------------------------------------------------------------
 
-    def collect(self, group: str, topic: str | None = None) -> RawObservation:
-        """Describe the group, fetch its committed offsets and the log ends of its topics."""
+    def collect(self, group: str, topic: str | None = None,
+                attempts: int = 3) -> RawObservation:
+        """Describe the group, fetch its committed offsets and the log ends of its topics.
+
+        Transient coordinator errors (loading, moving) are retried a few times at once: they
+        are normal right after a broker start and say nothing about the group."""
+        for attempt in range(attempts):
+            try:
+                return self._collect(group, topic)
+            except _Retriable as exc:
+                if attempt == attempts - 1:
+                    raise CollectError(str(exc)) from None
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _collect(self, group: str, topic: str | None) -> RawObservation:
         t0 = time.perf_counter()
         taken_ms = int(time.time() * 1000)
         describe_f = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
-        offsets_f = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
         try:
             desc = describe_f[group].result()
         except KafkaException as exc:
-            raise CollectError(f"cannot describe group {group!r}: {_error_text(exc)}") from None
+            _raise(f"cannot describe group {group!r}", exc)
+        # Only after a successful describe: librdkafka 2.16 crashes the process when an
+        # admin OffsetFetch meets a coordinator or authorization error, and a successful
+        # describe means the coordinator is known and the group may be described.
+        offsets_f = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
         try:
             committed_raw = offsets_f[group].result().topic_partitions or []
         except KafkaException as exc:
-            raise CollectError(
-                f"cannot read committed offsets of {group!r}: {_error_text(exc)}") from None
+            _raise(f"cannot read committed offsets of {group!r}", exc)
 
         members = tuple(
             RawMember(
@@ -176,6 +194,10 @@ class Collector:
         gtype = getattr(getattr(desc, "type", None), "name", "UNKNOWN")
         protocol = "consumer" if gtype == "CONSUMER" else "classic"
         state = _STATE_NAMES.get(getattr(getattr(desc, "state", None), "name", ""), "Unknown")
+        if protocol == "consumer" and state == "Unknown" and members:
+            # KIP-848 groups also report Assigning / Reconciling, which librdkafka's enum
+            # has no names for: a live group moving partitions, not an unknown one
+            state = "Reconciling"
 
         if topic is not None:
             topics = {topic}
@@ -221,7 +243,28 @@ class Collector:
         return _resolve_offsets(futs)
 
     def close(self) -> None:
-        self.admin = None  # type: ignore[assignment]  # AdminClient has no close in 2.x
+        """Destroy the client now, while Python is fully alive: a librdkafka handle with
+        Python callbacks that is only collected at interpreter exit can crash the process."""
+        admin, self.admin = self.admin, None  # type: ignore[assignment]
+        if admin is not None:
+            del admin
+            gc.collect()
+
+
+class _Retriable(CollectError):
+    """A transient error worth an immediate retry."""
+
+
+def _raise(what: str, exc: KafkaException) -> NoReturn:
+    err = exc.args[0] if exc.args else None
+    retriable = bool(getattr(err, "retriable", lambda: False)())
+    text = _error_text(exc)
+    if not retriable and any(code in text for code in _TRANSIENT):
+        retriable = True
+    raise (_Retriable if retriable else CollectError)(f"{what}: {text}") from None
+
+
+_TRANSIENT = ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE")
 
 
 def _resolve_offsets(futs: dict) -> dict[TP, int]:
@@ -230,9 +273,7 @@ def _resolve_offsets(futs: dict) -> dict[TP, int]:
         try:
             out[(tp.topic, tp.partition)] = fut.result().offset
         except KafkaException as exc:
-            raise CollectError(
-                f"cannot list offsets of {tp.topic}[{tp.partition}]: {_error_text(exc)}"
-            ) from None
+            _raise(f"cannot list offsets of {tp.topic}[{tp.partition}]", exc)
     return out
 
 

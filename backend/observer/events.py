@@ -21,10 +21,10 @@ class TopicTail:
     """Reads every partition of one topic from a point in time on, if the topic exists."""
 
     def __init__(self, settings: KafkaSettings, topic: str, since_ms: int | None,
-                 purpose: str) -> None:
+                 purpose: str, group: str) -> None:
         self.topic = topic
         self.since_ms = since_ms
-        self._consumer = readonly_consumer(settings, purpose)
+        self._consumer = readonly_consumer(settings, purpose, group)
         self._assigned = False
         self._checked = 0.0
 
@@ -81,8 +81,9 @@ class EventTail:
         since = int((time.time() - lookback_s) * 1000)
         self.events: deque[Event] = deque(maxlen=keep)
         self.summaries: dict[str, dict] = {}
-        self._events = TopicTail(settings, events_topic(group), since, "events")
-        self._summaries = TopicTail(settings, summaries_topic(group), None, "summaries")
+        self._events = TopicTail(settings, events_topic(group), since, "events", group)
+        self._summaries = TopicTail(settings, summaries_topic(group), None, "summaries",
+                                    group)
 
     def poll(self) -> None:
         for msg in self._events.poll():

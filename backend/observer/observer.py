@@ -162,7 +162,7 @@ class Observer:
         if self._sampler is None:
             from backend.observer.sample import Sampler
 
-            self._sampler = Sampler(self.settings)
+            self._sampler = Sampler(self.settings, self.group)
         return self._sampler
 
     def _maybe_sample(self, obs: RawObservation, topic: str) -> None:
@@ -230,6 +230,7 @@ class Observer:
             self._stop.wait(delay)
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop the loop and release every client; the observer cannot be restarted."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -241,6 +242,7 @@ class Observer:
                         closer.close()
             self._sampler = None
             self._events = None
+            self.collector.close()
 
     def latest(self) -> Snapshot | None:
         return self.store.latest()

@@ -1,14 +1,15 @@
 """A consumer that can only read: assign() with explicit offsets, never subscribe, never commit.
 
-The Python client refuses to build a consumer without `group.id`, so a throw-away id is
-set -- but it is never used: without subscribe() no JoinGroup is sent, with
-enable.auto.commit / enable.auto.offset.store off and explicit start offsets there is no
-OffsetCommit and no OffsetFetch. Reading needs READ on the topic only.
+The Python client refuses to build a consumer without `group.id`, and librdkafka then looks
+up that group's coordinator in the background. We therefore set the id of the group being
+watched -- the one id the observer is sure to be allowed to DESCRIBE (an invented id is
+refused by an ACL-enforcing cluster, and librdkafka 2.16 can crash on that refusal). The id
+is inert: without subscribe() no JoinGroup is ever sent, so the consumer is never a member;
+with auto commit and offset store off, and explicit start offsets on every assign(), it
+sends neither OffsetCommit nor OffsetFetch. Reading needs READ on the topic only.
 """
 
 from __future__ import annotations
-
-import uuid
 
 from confluent_kafka import Consumer
 
@@ -16,9 +17,9 @@ from backend.cluster.settings import KafkaSettings
 from backend.observer.collect import _quiet_logger
 
 
-def readonly_consumer(settings: KafkaSettings, purpose: str) -> Consumer:
+def readonly_consumer(settings: KafkaSettings, purpose: str, group: str) -> Consumer:
     return Consumer(settings.client_config(**{
-        "group.id": f"groupscope-readonly-{purpose}-{uuid.uuid4().hex[:8]}",
+        "group.id": group,
         "client.id": f"groupscope-observer-{purpose}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -26,5 +27,4 @@ def readonly_consumer(settings: KafkaSettings, purpose: str) -> Consumer:
         "enable.partition.eof": True,
         "fetch.wait.max.ms": 100,
         "logger": _quiet_logger(),
-        "error_cb": lambda err: None,
     }))

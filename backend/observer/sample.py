@@ -18,8 +18,8 @@ from backend.observer.reader import readonly_consumer
 
 
 class Sampler:
-    def __init__(self, settings: KafkaSettings) -> None:
-        self._consumer = readonly_consumer(settings, "sampler")
+    def __init__(self, settings: KafkaSettings, group: str) -> None:
+        self._consumer = readonly_consumer(settings, "sampler", group)
         self._ts_cache: dict[tuple[str, int, int], int] = {}
 
     def sample_keys(self, topic: str, ends: Mapping[int, int], starts: Mapping[int, int],
