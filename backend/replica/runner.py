@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -323,7 +324,16 @@ class Replica:
     def _assigned(self, partitions: list[int]) -> None:
         if partitions:
             start = time.monotonic()
-            found = self.state.restore(partitions)
+            try:
+                found = self.state.restore(partitions)
+            except Exception as exc:
+                # Processing without the restored state would corrupt the summaries; exiting
+                # now is a crash the design already survives (nothing uncommitted is lost).
+                log.error("cannot restore state of partitions %s: %s", partitions, exc)
+                self.telemetry.emit(EventType.ERROR, fatal=True,
+                                    error=f"state restore failed: {_one_line(exc)}")
+                self.telemetry.flush()
+                os._exit(3)
             restore_ms = round((time.monotonic() - start) * 1000.0, 1)
         else:
             found, restore_ms = 0, 0.0
