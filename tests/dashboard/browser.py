@@ -73,3 +73,50 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000)):
                 ctx.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextmanager
+def supervisor(env: dict[str, str], args: list[str], log_path: Path,
+               data_dir: Path) -> Iterator[subprocess.Popen]:
+    """Run `groupscope backend` (replicas + fleet + control API); SIGTERM it, then SIGKILL."""
+    import signal
+
+    full_env = {**os.environ, **env, "GROUPSCOPE_DATA": str(data_dir)}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "backend", "--data-dir", str(data_dir), *args],
+            cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        try:
+            wait_until(lambda: proc.poll() is not None or (data_dir / "control.json").exists(),
+                       120, what="the supervisor's control.json")
+            assert proc.poll() is None, f"backend exited with {proc.returncode}; see {log_path}"
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+
+
+LANES_JS = """
+() => {
+  const grid = document.querySelector('.gs-lanes');
+  if (!grid) return null;
+  const cells = [...grid.children].slice(4);
+  const lanes = [];
+  for (let i = 0; i + 3 < cells.length; i += 4) {
+    lanes.push({partition: cells[i].innerText.trim(), owner: cells[i + 1].innerText.trim(),
+                streams: [...cells[i + 2].querySelectorAll('.gs-chip')].map(c => c.innerText)});
+  }
+  return lanes;
+}
+"""
+
+
+def lanes(page) -> list[dict]:
+    """The Live page's partition lanes as the browser shows them."""
+    return page.evaluate(LANES_JS) or []

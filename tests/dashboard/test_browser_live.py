@@ -1,0 +1,120 @@
+"""Issue 6 acceptance in a real browser: the Live page of a running stack (supervisor, real
+PySpark replicas, fleet), a replica killed from the page, and scaling past the partitions."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from backend.netutil import wait_until
+from tests.dashboard.browser import chromium_page, lanes, supervisor, web_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.broker, pytest.mark.spark]
+
+SESSION_TIMEOUT_S = 6.0  # the replicas' session.timeout.ms
+
+
+def _stable_owners(page, expect_owners: int) -> list[dict] | None:
+    current = lanes(page)
+    owners = {lane["owner"] for lane in current}
+    if (len(current) == 6 and "unowned" not in owners and len(owners) == expect_owners
+            and "Stable" in page.inner_text("body")):
+        return current
+    return None
+
+
+def _button(page, key: str):
+    # a fragment rerun can briefly show the old and the new copy of a widget
+    return page.locator(f".st-key-{key} button").first
+
+
+def _choose(page, key: str, option: str) -> None:
+    """Pick `option` in a selectbox; retried because a fragment rerun may close the list."""
+    box = page.locator(f".st-key-{key}").first
+
+    def shown() -> str:
+        return box.evaluate("el => (el.querySelector('input')?.value || '') + ' ' + el.innerText")
+
+    def chosen() -> bool:
+        if option not in shown().split():
+            box.click()
+            page.get_by_role("option", name=option, exact=True).first.click(timeout=5_000)
+        return option in shown().split()
+
+    wait_until(chosen, 30, what=f"{option} chosen in {key}")
+
+
+def _shot(page, artifacts_dir, name: str) -> None:
+    page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
+
+
+def test_kill_from_the_page_moves_lanes_and_scaling_past_partitions_warns(
+        broker, spark_remote, unique, artifacts_dir, tmp_path):
+    group, topic = f"gs-{unique}", f"telemetry-{unique}"
+    env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
+           "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
+           "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}
+    data = tmp_path / "data"
+    data.mkdir()
+    timings: dict[str, float] = {}
+    with supervisor(env, ["--group", group, "--topic", topic, "--partitions", "6",
+                          "--replicas", "3", "--streams", "12", "--rate", "100"],
+                    tmp_path / "backend.log", data), \
+            web_server({**env, "GROUPSCOPE_DATA": str(data)}, tmp_path / "web.log") as url, \
+            chromium_page() as page:
+        try:
+            page.goto(url)  # Live is the default page: it lives at the root
+            before = wait_until(lambda: _stable_owners(page, 3), 240,
+                                what="6 lanes owned by 3 replicas")
+            _shot(page, artifacts_dir, "live-3-replicas")
+            victim = before[0]["owner"]
+            victim_streams = {s for lane in before if lane["owner"] == victim
+                              for s in lane["streams"]}
+
+            # kill it from the sidebar
+            _choose(page, "ctl_replica", victim)
+            _button(page, "ctl_kill").click()
+            killed_at = time.monotonic()
+            page.get_by_text(f"kill {victim}:").first.wait_for(timeout=30_000)
+
+            def moved():
+                current = lanes(page)
+                owners = {lane["owner"] for lane in current}
+                return current if (len(current) == 6 and victim not in owners
+                                   and "unowned" not in owners) else None
+
+            after = wait_until(moved, SESSION_TIMEOUT_S + 3 + 30, interval=0.2,
+                               what=f"{victim}'s partitions under other replicas")
+            took = time.monotonic() - killed_at
+            _shot(page, artifacts_dir, "live-after-kill")
+            assert {lane["owner"] for lane in after} <= {lane["owner"] for lane in before}
+            timings["kill_to_lanes_moved_s"] = round(took, 1)
+            # the feed shows the new owners receiving the dead replica's streams
+            if victim_streams:
+                feed = page.locator(".st-key-feed_box")
+                wait_until(lambda: any(f"New stream received: {s}" in feed.inner_text()
+                                       for s in victim_streams), 30,
+                           what="stream events for the moved streams")
+
+            # scale to 7 on 6 partitions: the idle warning names the idle replica(s)
+            box = page.locator(".st-key-ctl_scale_n input")
+            box.fill("7")
+            box.press("Enter")
+            _button(page, "ctl_scale").click()
+            page.get_by_text("scale to 7:").first.wait_for(timeout=30_000)
+            warning = page.locator("[data-testid='stAlertContentWarning']").filter(
+                has_text="never has more busy replicas than partitions")
+            warning.first.wait_for(timeout=300_000)
+            text = warning.first.inner_text()
+            assert re.search(r"7 replicas share 6 partitions, so [a-z0-9-]+ is idle", text), text
+            _shot(page, artifacts_dir, "live-7-replicas-idle")
+        finally:
+            _shot(page, artifacts_dir, "live-last")
+            (artifacts_dir / "live-timings.json").write_text(json.dumps(timings))
+    # checked last so a slow rebalance still lets the rest of the flow be verified
+    assert timings["kill_to_lanes_moved_s"] <= SESSION_TIMEOUT_S + 3, (
+        f"lanes moved {timings['kill_to_lanes_moved_s']} s after the kill; the issue asks for "
+        f"session timeout + 3 s = {SESSION_TIMEOUT_S + 3:.0f} s")
