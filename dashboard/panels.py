@@ -30,8 +30,9 @@ LANE_CSS = """
           background:rgba(127,127,127,0.18); }
 .gs-lag span { position:absolute; left:0; top:0; bottom:0; border-radius:0.3rem;
                background:#dc2626; }
-.gs-lag em { position:absolute; right:0.3rem; top:0; font-style:normal; font-size:0.85rem;
-             font-weight:700; }
+.gs-lag em { position:absolute; right:0.2rem; top:0.1rem; font-style:normal; font-size:0.85rem;
+             font-weight:700; line-height:1.1rem; padding:0 0.3rem; border-radius:0.3rem;
+             background:rgba(255,255,255,0.85); color:#111827; }
 .gs-cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(15rem, 1fr));
             gap:0.6rem; }
 .gs-card { border-left:0.6rem solid var(--c); border-radius:0.5rem; padding:0.4rem 0.7rem;

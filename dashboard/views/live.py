@@ -58,10 +58,11 @@ def header_badges(snap: Snapshot) -> str:
 
 # ---- drawing from data (no I/O): also what bench/dashboard_refresh.py times -------------
 
-def draw_header(snap: Snapshot) -> None:
+def draw_header(snap: Snapshot, where: str = "") -> None:
     st.markdown(f"### {snap.group} {header_badges(snap)}")
     if snap.error:
-        st.error(f"Observer: {snap.error}", icon=":material/cloud_off:")
+        at = f" at {where}" if where else ""
+        st.error(f"Kafka{at}: {snap.error} (retrying every second)", icon=":material/cloud_off:")
     live = [m for m in snap.members if m.alive]
     c = st.columns(5)
     c[0].metric("replicas", len(live))
@@ -145,7 +146,7 @@ def header_panel(ctx: ViewContext) -> None:
     if snap is None:
         _waiting(ctx)
         return
-    draw_header(snap)
+    draw_header(snap, ctx.target.bootstrap)
 
 
 @st.fragment(run_every=REFRESH_S)
