@@ -237,6 +237,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self._error(400, "Content-Length is not a number")
         if length < 0 or length > MAX_BODY_BYTES:
+            self._drain(length)
             self.close_connection = True
             return self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
         raw = self.rfile.read(length) if length else b""
@@ -270,6 +271,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
             log.exception("POST %s failed", path)
             return self._error(500, f"internal error: {exc}")
         return self._send(200, {"ok": True, **(result or {})})
+
+    def _drain(self, length: int, limit: int = 1 << 20) -> None:
+        """Read (and drop) a refused body, so the client sees our answer, not a reset."""
+        left = min(max(length, 0), limit)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                return
+            left -= len(chunk)
 
     def _not_allowed(self) -> None:
         self._error(405, f"method {self.command} not allowed; use GET or POST")

@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replica-command", default=None,
                    help="command that runs one replica, given the replica arguments "
                         f"(default: groupscope replica; env {ENV_REPLICA_COMMAND})")
-    p.add_argument("--stop-grace", type=float, default=20.0,
-                   help="seconds a stopping replica gets before SIGKILL (default 20)")
+    p.add_argument("--stop-grace", type=float, default=30.0,
+                   help="seconds a stopping replica gets before SIGKILL (default 30)")
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for Kafka to answer at start-up (default 120)")
     p.set_defaults(func=_backend)
@@ -113,7 +113,8 @@ def _backend(args: argparse.Namespace) -> int:
     from backend.supervisor.processes import DEFAULT_MAX_REPLICAS, default_replica_command
     from backend.supervisor.service import ServiceConfig, SupervisorService
 
-    logging.basicConfig(level=logging.INFO, format="[backend] %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s [backend] %(message)s",
+                        stream=sys.stderr)
     if not 0 <= args.replicas <= DEFAULT_MAX_REPLICAS:
         return _fail("backend", f"--replicas must be between 0 and {DEFAULT_MAX_REPLICAS}")
     if args.partitions < 1 or args.streams < 1 or args.rate < 0 or args.stop_grace <= 0:

@@ -35,7 +35,7 @@ from backend.supervisor.names import colour_for, next_free_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MAX_REPLICAS = 64
-DEFAULT_STOP_GRACE = 20.0
+DEFAULT_STOP_GRACE = 30.0
 
 # Runs in the child between fork and the replica: ask for SIGKILL when the spawning thread
 # dies, give up if the parent is already gone, then become the replica.
@@ -389,6 +389,9 @@ class ReplicaPool:
         rec.state = "restarting" if intent == "restart" else "stopping"
         with contextlib.suppress(ProcessLookupError):
             os.kill(rec.pid, signal.SIGTERM)
+        if rec.timer is not None:  # a second stop/restart keeps the first deadline's job
+            rec.timer.cancel()
+            rec.timer = None
         if escalate:
             rec.timer = threading.Timer(self.config.stop_grace, self._escalate, args=(rec,))
             rec.timer.daemon = True
