@@ -38,7 +38,7 @@ class Observer:
     def __init__(self, settings: KafkaSettings, group: str, topic: str | None = None,
                  interval: float = 1.0, history: int = 900, sample_every: float = 15.0,
                  exact_lag: bool = True, tail_events: bool = True,
-                 rules: Rules | None = None) -> None:
+                 rules: Rules | None = None, read_generation: bool = True) -> None:
         self.settings = settings
         self.group = group
         self.topic = topic
@@ -46,6 +46,8 @@ class Observer:
         self.sample_every = sample_every
         self.exact_lag = exact_lag
         self.tail_events = tail_events
+        self.read_generation = read_generation  # from __consumer_offsets, if readable
+        self._gen = None
         self.collector = Collector(settings)
         self.store = SnapshotStore(history)
         self.timeline = Timeline()
@@ -65,14 +67,32 @@ class Observer:
 
     def poll_once(self) -> Snapshot:
         with self._lock:
+            generation = self._generation()
             try:
                 obs = self.collector.collect(self.group, self.topic)
+                if generation is not None:
+                    obs = replace(obs, generation=generation)
             except CollectError as exc:
                 return self._publish_error(str(exc))
             except Exception as exc:  # a broken connection must not kill the loop
                 return self._publish_error(_error_text(exc))
             self.last_error = None
             return self._publish(self._build(obs))
+
+    def _generation(self) -> int | None:
+        """Drained *before* describing, so a generation is never newer than the members."""
+        if not self.read_generation:
+            return None
+        if self._gen is None:
+            from backend.observer.generation import GenerationTail
+
+            self._gen = GenerationTail(self.settings, self.group)
+        try:
+            return self._gen.current()
+        except Exception as exc:
+            log.warning("generation unavailable: %s", _error_text(exc))
+            self.read_generation = False
+            return None
 
     def _publish_error(self, message: str) -> Snapshot:
         self.last_error = message
@@ -236,12 +256,13 @@ class Observer:
             self._thread.join(timeout)
             self._thread = None
         with self._lock:
-            for closer in (self._sampler, self._events):
+            for closer in (self._sampler, self._events, self._gen):
                 if closer is not None:
                     with contextlib.suppress(Exception):
                         closer.close()
             self._sampler = None
             self._events = None
+            self._gen = None
             self.collector.close()
 
     def latest(self) -> Snapshot | None:

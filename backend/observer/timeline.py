@@ -105,6 +105,12 @@ class Timeline:
             self._note_progress(self._open, moved_commits, f.taken_ms)
         else:
             reason = self._changed(self._settled, f)
+            last = self._episodes[-1] if self._episodes else None
+            if (reason == "generation" and last is not None and last.after is self._settled
+                    and self._same_owners(self._settled, f)):
+                # the generation source lagged the describe by a poll: same rebalance
+                last.after = f
+                reason = ""
             if reason:
                 prev = self._prev or self._settled
                 ep = self._episode(prev.taken_ms, reason, f)
@@ -133,6 +139,10 @@ class Timeline:
         if set(a.members) != set(b.members) or dict(a.assignment) != dict(b.assignment):
             return "assignment"
         return ""
+
+    @staticmethod
+    def _same_owners(a: GroupFrame, b: GroupFrame) -> bool:
+        return set(a.members) == set(b.members) and dict(a.assignment) == dict(b.assignment)
 
     def _commit_progress(self, f: GroupFrame) -> set[int]:
         """Partitions whose committed offset moved since the previous frame."""

@@ -69,6 +69,16 @@ def test_kill_one_member_records_one_rebalance(kafka, unique, members_factory,
         assert rb.left == ("m-b",)
         assert rb.joined == ()
         assert rb.end_ms is not None and rb.end_ms >= rb.start_ms
+        # the generation / epoch, read from __consumer_offsets on this open broker, moved;
+        # it may reach the observer a poll after the owners did: still the same rebalance
+        assert before.generation is not None
+        assert rb.previous_generation == before.generation
+        newer = wait_until(lambda: (s := observer.latest()).generation is not None
+                           and s.generation > before.generation and s,
+                           timeout=20, what="the new generation")
+        same = [r for r in newer.rebalances if r.start_ms == rb.start_ms]
+        assert len(newer.rebalances) == baseline + 1 and same
+        assert same[0].generation == newer.generation
         moved = {p: (src, dst) for p, src, dst in rb.moved}
         assert owned_by_b <= set(moved)
         for p in owned_by_b:

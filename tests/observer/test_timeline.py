@@ -113,3 +113,14 @@ def test_first_frames_of_an_unsettled_group_are_not_a_rebalance():
     tl.observe(f(0, state="CompletingRebalance", assign={}))
     tl.observe(f(1, gen=1, assign=ABC))
     assert tl.rebalances() == ()
+
+
+def test_generation_arriving_one_poll_after_the_owners_is_the_same_rebalance():
+    # the generation source lagged: owners changed at 1 s, the new generation shows at 2 s
+    tl = Timeline()
+    tl.observe(f(0, gen=3, assign=ABC))
+    tl.observe(f(1, gen=3, assign=AC))
+    tl.observe(f(2, gen=4, assign=AC))
+    (rb,) = tl.rebalances()
+    assert rb.moved == ((2, "b", "a"), (3, "b", "c"))
+    assert (rb.previous_generation, rb.generation) == (3, 4)

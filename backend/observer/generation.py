@@ -1,0 +1,164 @@
+"""Optional: the group's generation / epoch, read from `__consumer_offsets` when allowed.
+
+The Admin API (DescribeGroups, ConsumerGroupDescribe as exposed by librdkafka 2.16) does not
+report the generation, yet it is the one thing that reveals a rebalance which started and
+finished between two polls without changing members or owners. The group coordinator
+writes it to the group's partition of `__consumer_offsets` on every completed rebalance
+(classic: GroupMetadataValue.generation; KIP-848: ConsumerGroupMetadataValue.epoch).
+
+Reading that topic needs READ on an internal topic, which a least-privilege observer does
+not have: then this source reports None and the timeline falls back to member and
+assignment changes. Nothing is written or committed (see reader.py).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from backend.observer.reader import readonly_consumer
+
+OFFSETS_TOPIC = "__consumer_offsets"
+CLASSIC_GROUP_KEY = 2  # GroupMetadataKey / GroupMetadataValue
+CONSUMER_GROUP_KEY = 3  # ConsumerGroupMetadataKey / ConsumerGroupMetadataValue
+MAX_BACKLOG = 200_000  # records read back on start; compaction keeps the latest per key
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (UTF-16 code units, signed 32-bit)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition(group: str, num_partitions: int) -> int:
+    """The `__consumer_offsets` partition the coordinator uses for `group`."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def parse_group_record(key: bytes | None, value: bytes | None) -> tuple[str, int | None] | None:
+    """(group id, generation or epoch; None for a tombstone) for a group metadata record,
+    None for every other record type (offset commits, members, assignments...)."""
+    if not key or len(key) < 4:
+        return None
+    (kind,) = struct.unpack_from(">h", key, 0)
+    if kind not in (CLASSIC_GROUP_KEY, CONSUMER_GROUP_KEY):
+        return None
+    (glen,) = struct.unpack_from(">h", key, 2)
+    group = key[4:4 + glen].decode("utf-8", "replace")
+    if value is None:
+        return group, None
+    (version,) = struct.unpack_from(">h", value, 0)
+    if kind == CONSUMER_GROUP_KEY:
+        (epoch,) = struct.unpack_from(">i", value, 2)  # Epoch is the first field
+        return group, epoch
+    pos = 2  # classic: ProtocolType string, then Generation int32
+    if version >= 4:  # flexible: compact string (length + 1)
+        n, pos = _uvarint(value, pos)
+        pos += max(0, n - 1)
+    else:
+        (n,) = struct.unpack_from(">h", value, pos)
+        pos += 2 + max(0, n)
+    (generation,) = struct.unpack_from(">i", value, pos)
+    return group, generation
+
+
+class GenerationTail:
+    """Follows one group's generation. `current()` drains what is new, then answers."""
+
+    def __init__(self, settings: KafkaSettings, group: str) -> None:
+        self.group = group
+        self.generation: int | None = None
+        self.changed_ms: int | None = None  # record timestamp of the latest change
+        self.available = True
+        self._consumer = None
+        self._settings = settings
+        self._tp: TopicPartition | None = None
+        self._at_end = False
+        self._retry_at = 0.0
+
+    def _start(self) -> bool:
+        now = time.monotonic()
+        if now < self._retry_at:
+            return False
+        self._retry_at = now + 5.0
+        consumer = readonly_consumer(self._settings, "generation", self.group)
+        try:
+            md = consumer.list_topics(topic=OFFSETS_TOPIC, timeout=5.0)
+            t = md.topics.get(OFFSETS_TOPIC)
+            if t is not None and t.error is not None and t.error.code() in (
+                    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+                self.available = False  # least privilege: never allowed, stop asking
+                raise LookupError
+            if t is None or t.error is not None or not t.partitions:
+                raise LookupError  # created with the first group; try again later
+            p = offsets_partition(self.group, len(t.partitions))
+            low, high = consumer.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p),
+                                                       timeout=5.0)
+            start = max(low, high - MAX_BACKLOG)
+            self._tp = TopicPartition(OFFSETS_TOPIC, p, start)
+            consumer.assign([self._tp])
+        except Exception:
+            consumer.close()
+            return False
+        self._consumer = consumer
+        return True
+
+    def current(self, budget_s: float = 0.3) -> int | None:
+        """Read up to the partition's end (or the budget) and return the generation."""
+        if not self.available:
+            return None
+        if self._consumer is None and not self._start():
+            return None
+        deadline = time.monotonic() + budget_s
+        while time.monotonic() < deadline:
+            msgs = self._consumer.consume(2000, timeout=0.05)
+            if not msgs and self._at_end:
+                break  # caught up, nothing new
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        self._at_end = True
+                    elif err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                        KafkaError.GROUP_AUTHORIZATION_FAILED):
+                        self.close()
+                        self.available = False
+                        return None
+                    continue
+                self._at_end = False
+                self._note(msg)
+        return self.generation
+
+    def _note(self, msg) -> None:
+        try:
+            parsed = parse_group_record(msg.key(), msg.value())
+        except (struct.error, IndexError):
+            return
+        if parsed is None or parsed[0] != self.group:
+            return
+        if parsed[1] is not None and parsed[1] != self.generation:
+            self.generation = parsed[1]
+            self.changed_ms = msg.timestamp()[1]
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
