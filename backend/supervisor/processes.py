@@ -247,10 +247,10 @@ class ReplicaPool:
         """Options for replicas started from now on; running ones keep theirs."""
         with self._lock:
             new = self._options
-            if protocol is not None:
-                new = replace(new, protocol=protocol)
-                if assignor is None and new.assignor not in PROTOCOL_ASSIGNORS.get(protocol, ()):
-                    new = replace(new, assignor=PROTOCOL_ASSIGNORS.get(protocol, ("",))[0])
+            if protocol is not None and protocol != new.protocol:
+                # a protocol switch without an assignor takes that protocol's default
+                default = PROTOCOL_ASSIGNORS.get(protocol, ("",))[0]
+                new = replace(new, protocol=protocol, assignor=default)
             if assignor is not None:
                 new = replace(new, assignor=assignor)
             if exactly_once is not None:
@@ -389,10 +389,7 @@ class ReplicaPool:
         rec.state = "restarting" if intent == "restart" else "stopping"
         with contextlib.suppress(ProcessLookupError):
             os.kill(rec.pid, signal.SIGTERM)
-        if rec.timer is not None:  # a second stop/restart keeps the first deadline's job
-            rec.timer.cancel()
-            rec.timer = None
-        if escalate:
+        if escalate and rec.timer is None:  # a second stop/restart keeps the first deadline
             rec.timer = threading.Timer(self.config.stop_grace, self._escalate, args=(rec,))
             rec.timer.daemon = True
             rec.timer.start()

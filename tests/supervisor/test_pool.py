@@ -1,0 +1,162 @@
+"""ReplicaPool process control with plain child processes (no Kafka needed for these rules).
+
+The replica command here is a short Python program; the pool appends the replica arguments
+to it, which `python -c` simply ignores. Each test shuts its pool down in `finally`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.netutil import wait_until
+from backend.supervisor.models import ReplicaOptions
+from backend.supervisor.processes import InvalidRequest, LaunchConfig, PoolError, ReplicaPool
+from tests.supervisor.conftest import pid_alive
+
+SLEEPER = "import time\nwhile True: time.sleep(1)"
+# ignores SIGTERM, then says so in the file named by its first argument after -c
+STUBBORN = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "open(sys.argv[1], 'w').close()\nwhile True: time.sleep(1)")
+
+
+def _reaped(pid: int) -> bool:
+    """True once the pid is no child of ours any more, not even a zombie (checked without
+    reaping it, so the pool's own reaper is never robbed)."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _execed(pid: int, code: str) -> bool:
+    """The shim has exec'd the replica command (so PR_SET_PDEATHSIG is in force)."""
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return args[1:3] == [b"-c", code.encode()]
+
+
+@pytest.fixture
+def make_pool(tmp_path: Path) -> Iterator:
+    pools: list[ReplicaPool] = []
+
+    def make(code: str, grace: float = 5.0, max_replicas: int = 8,
+             args: tuple[str, ...] = ()) -> ReplicaPool:
+        cfg = LaunchConfig(group="g", topic="t", bootstrap="127.0.0.1:1",
+                           command=(sys.executable, "-c", code, *args),
+                           log_dir=tmp_path / "logs",
+                           stop_grace=grace)
+        pool = ReplicaPool(cfg, ReplicaOptions(), max_replicas=max_replicas)
+        pools.append(pool)
+        return pool
+
+    try:
+        yield make
+    finally:
+        for p in pools:
+            p.shutdown(grace=2.0)
+
+
+def test_crash_is_recorded_and_restart_revives_the_name(make_pool) -> None:
+    pool = make_pool("import sys; sys.exit(3)")
+    first = pool.start()
+    assert first.name == "ada"
+    assert pool.wait_for(lambda rs: not rs[0].alive, 10)
+    ada = pool.get("ada")
+    assert (ada.state, ada.returncode, ada.crashes, ada.exit_signal) == ("crashed", 3, 1, None)
+    assert _reaped(first.pid)
+    again = pool.restart("ada")
+    assert again.name == "ada" and again.pid != first.pid and again.restarts == 1
+    assert pool.wait_for(lambda rs: not rs[0].alive, 10)
+    assert pool.get("ada").crashes == 2
+    log = (Path(pool.config.log_dir) / "ada.log").read_text()
+    assert log.count("start ada:") == 2 and "--id ada" in log
+
+
+def test_stop_escalates_to_sigkill_after_the_grace_period(make_pool, tmp_path: Path) -> None:
+    ready = tmp_path / "ignoring-sigterm"
+    pool = make_pool(STUBBORN, grace=1.0, args=(str(ready),))
+    pid = pool.start().pid
+    wait_until(ready.exists, 10, what="the replica to ignore SIGTERM")
+    assert pool.stop("ada").state == "stopping"
+    assert pool.wait_for(lambda rs: not rs[0].alive, 10)
+    ada = pool.get("ada")
+    assert (ada.state, ada.forced, ada.exit_signal) == ("stopped", True, "SIGKILL")
+    assert _reaped(pid)
+    with pytest.raises(PoolError) as err:
+        pool.stop("ada")
+    assert err.value.status == 409
+
+
+def test_scale_names_limits_and_newest_first(make_pool) -> None:
+    pool = make_pool(SLEEPER, max_replicas=4)
+    assert pool.scale(3) == {"started": ["ada", "bruno", "chloe"], "stopping": []}
+    assert pool.scale(3) == {"started": [], "stopping": []}
+    assert pool.scale(1) == {"started": [], "stopping": ["chloe", "bruno"]}
+    assert pool.wait_for(lambda rs: [r.name for r in rs if r.alive] == ["ada"], 10)
+    for bad in (-1, 5, 10_000, True, "2", 2.0):
+        with pytest.raises(InvalidRequest):
+            pool.scale(bad)  # type: ignore[arg-type]
+    assert pool.live_names() == ["ada"]
+    # freed names are reused, lowest first
+    assert pool.scale(3)["started"] == ["bruno", "chloe"]
+    with pytest.raises(PoolError):
+        pool.kill("nobody")
+
+
+def test_replicas_survive_the_thread_that_asked_for_them(make_pool) -> None:
+    """PDEATHSIG follows the forking thread: spawning from a request thread must not kill."""
+    pool = make_pool(SLEEPER)
+    started: list[int] = []
+
+    def request() -> None:  # like an HTTP request thread: asks, waits for the exec, ends
+        pid = pool.start().pid
+        wait_until(lambda: _execed(pid, SLEEPER), 10, what="the shim to exec the replica")
+        started.append(pid)
+
+    t = threading.Thread(target=request)
+    t.start()
+    t.join()
+    pid = started[0]
+    # give a wrongly parented child time to receive its death signal, measured by a condition
+    assert not pool.wait_for(lambda rs: not rs[0].alive, 1.0)
+    assert pid_alive(pid)
+
+
+def test_restart_running_and_shutdown_reaps_everything(make_pool) -> None:
+    pool = make_pool(SLEEPER)
+    pool.scale(3)
+    old = pool.get("bruno").pid
+    assert pool.restart("bruno").state == "restarting"
+    assert pool.wait_for(lambda rs: any(r.name == "bruno" and r.alive and r.pid != old
+                                        for r in rs), 10)
+    assert pool.get("bruno").restarts == 1 and _reaped(old)
+    pids = [r.pid for r in pool.replicas() if r.alive]
+    pool.shutdown(grace=5.0)
+    assert all(_reaped(p) for p in pids)
+    assert {r.state for r in pool.replicas()} == {"stopped"}
+    with pytest.raises(PoolError, match="shutting down"):
+        pool.start()
+
+
+def test_options_apply_to_new_replicas_only(make_pool) -> None:
+    pool = make_pool(SLEEPER)
+    pool.start()
+    opts = pool.set_options(protocol="consumer")
+    assert (opts.protocol, opts.assignor) == ("consumer", "uniform")
+    with pytest.raises(InvalidRequest):
+        pool.set_options(assignor="cooperative-sticky")
+    assert pool.options == opts
+    pool.set_options(exactly_once=True)
+    pool.start()
+    ada, bruno = pool.get("ada"), pool.get("bruno")
+    assert (ada.protocol, ada.exactly_once) == ("classic", False)
+    assert (bruno.protocol, bruno.assignor, bruno.exactly_once) == ("consumer", "uniform", True)
+    cmd = Path(f"/proc/{bruno.pid}/cmdline")
+    wait_until(lambda: b"--exactly-once" in cmd.read_bytes().split(b"\0"), 10,
+               what="bruno's command line")
