@@ -107,16 +107,25 @@ def idle_replicas(snap: Snapshot) -> list[str]:
 
 
 def idle_warning(snap: Snapshot) -> str | None:
-    idle = idle_replicas(snap)
-    if not idle:
-        return None
+    """The golden rule, when the group breaks it: name the idle replicas once it is settled.
+
+    Mid-rebalance every joining member looks idle for a moment, so then only the count that
+    will be idle is given, not names that would be wrong a second later.
+    """
     n = snap.partition_count or len(snap.partitions)
     live = sum(1 for m in snap.members if m.alive)
+    if n <= 0 or live <= n:
+        return None
+    rule = ("Rule: a partition is read by one replica of the group at a time, so a group "
+            "never has more busy replicas than partitions.")
+    idle = idle_replicas(snap)
+    if snap.state != "Stable" or len(idle) != live - n:
+        spare = live - n
+        return (f"{live} replicas share {n} partitions: once the group settles, {spare} of "
+                f"them will be idle. {rule}")
     names = ", ".join(idle)
     verb = "is" if len(idle) == 1 else "are"
-    return (f"{live} replicas share {n} partitions, so {names} {verb} idle. "
-            f"Rule: a partition is read by one replica of the group at a time, so a group "
-            f"never has more busy replicas than partitions.")
+    return f"{live} replicas share {n} partitions, so {names} {verb} idle. {rule}"
 
 
 # ---- event feed ---------------------------------------------------------------------------

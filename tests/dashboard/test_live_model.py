@@ -81,6 +81,11 @@ def test_idle_warning_and_cards_name_idle_dead_and_external():
     assert cards["dmitri"].detail == "killed (SIGKILL) 12 s ago"
     html = cards_html(list(cards.values()))
     assert 'data-replica="dmitri"' in html and "123 msg/s" in html
+    # mid-rebalance: members without partitions are only joining, so no names yet
+    from dataclasses import replace
+
+    moving = lm.idle_warning(replace(s, state="PreparingRebalance"))
+    assert moving is not None and "chloe" not in moving and "1 of them will be idle" in moving
     # as many members as partitions: nobody idle, no warning
     assert lm.idle_warning(snap(1, {0: "ada", 1: "bruno"})) is None
 
