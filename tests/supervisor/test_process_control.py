@@ -125,6 +125,13 @@ def test_fleet_and_partitions_report_real_numbers(
     assert table.returncode == 0, table.stderr
     assert "8 -> 9 partitions" in table.stdout
 
+    bad = _ctl(b, "scale", "abc")
+    assert bad.returncode == 2 and "N must be a whole number" in bad.stderr
+    bad = _ctl(b, "scale", "-1")
+    assert bad.returncode == 1 and "refused (400)" in bad.stderr and "not -1" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert b.status().replicas == ()
+
     assert not b.client.fleet_stop()["running"]
     with pytest.raises(ControlError) as err:
         b.client.fleet_stop()
