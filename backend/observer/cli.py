@@ -61,6 +61,9 @@ def _snapshot(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(snap.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
+    if snap.state == "Dead" and not snap.members and not snap.partitions:
+        print(f"group {snap.group} does not exist (no members, no committed offsets)")
+        return 0
     print(format_snapshot(snap))
     return 0
 

@@ -145,7 +145,7 @@ class Collector:
     # ---- one poll --------------------------------------------------------------------
 
     def collect(self, group: str, topic: str | None = None,
-                attempts: int = 3) -> RawObservation:
+                attempts: int = 6) -> RawObservation:
         """Describe the group, fetch its committed offsets and the log ends of its topics.
 
         Transient coordinator errors (loading, moving) are retried a few times at once: they
