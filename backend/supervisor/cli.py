@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="the supervisor's data directory (default .groupscope, env "
                           "GROUPSCOPE_DATA)")
     ctl.add_argument("--url", help="API URL (default: from <data dir>/control.json)")
+    ctl.add_argument("--json", dest="json_first", action="store_true",
+                     help="print JSON instead of a table")
     ctl.add_argument("--token-file", type=Path,
                      help="token file (default: <data dir>/control.token)")
     common = argparse.ArgumentParser(add_help=False)
@@ -209,7 +211,7 @@ def _ctl(args: argparse.Namespace) -> int:
         if exc.status:
             return _fail("ctl", f"refused ({exc.status}): {exc}", 1)
         return _fail("ctl", str(exc))
-    if args.json:
+    if args.json or args.json_first:
         print(json.dumps(out, indent=2))
     else:
         print(_render(args.action, out))
@@ -265,13 +267,30 @@ def _parts(p: list[int] | tuple[int, ...]) -> str:
     return ",".join(str(x) for x in p) if p else "-"
 
 
-def render_status(d: dict[str, Any]) -> str:
+def _paint_names(text: str, colours: list[str]) -> str:
+    """Each row's first word in its replica's colour (24-bit ANSI), the header untouched."""
+    lines = text.split("\n")
+    for i, hex_colour in enumerate(colours, start=1):
+        r, g, b = (int(hex_colour[j:j + 2], 16) for j in (1, 3, 5))
+        name, sep, rest = lines[i].partition(" ")
+        lines[i] = f"\x1b[1;38;2;{r};{g};{b}m{name}\x1b[0m{sep}{rest}"
+    return "\n".join(lines)
+
+
+def _want_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and \
+        os.environ.get("TERM") != "dumb"
+
+
+def render_status(d: dict[str, Any], colour: bool = False) -> str:
     from backend.supervisor.models import Status
 
     st = Status.from_dict(d)
     rows = []
     for r in st.replicas:
         member = "?" if r.member is None else ("yes" if r.member else "no")
+        if r.member and not r.alive:
+            member = "stale"  # dead, but the broker keeps it until its session times out
         exit_ = "-"
         if r.returncode is not None:
             exit_ = r.exit_signal or f"code {r.returncode}"
@@ -287,8 +306,11 @@ def render_status(d: dict[str, Any]) -> str:
     out = [f"group {st.group} ({st.group_state or '?'}) on topic {st.topic}, "
            f"{st.partitions or '?'} partitions; {len(st.running)} replicas running"
            + (f", {len(st.external)} external" if st.external else "")]
-    out.append(table(["NAME", "STATE", "PID", "UPTIME", "MEMBER", "PARTITIONS", "PROTOCOL",
-                      "DELIVERY", "RESTARTS", "EXIT"], rows) if rows else "(no replicas)")
+    text = table(["NAME", "STATE", "PID", "UPTIME", "MEMBER", "PARTITIONS", "PROTOCOL",
+                  "DELIVERY", "RESTARTS", "EXIT"], rows) if rows else "(no replicas)"
+    if colour and rows:
+        text = _paint_names(text, [r.colour for r in st.replicas] + [m.colour for m in st.external])
+    out.append(text)
     o = st.options
     out.append(f"new replicas: {o.protocol}/{o.assignor}, "
                f"{'exactly-once' if o.exactly_once else 'at-least-once'}")
@@ -309,7 +331,7 @@ def _render_fleet(f: dict[str, Any]) -> str:
 
 def _render(action: str, out: dict[str, Any]) -> str:
     if action == "status":
-        return render_status(out)
+        return render_status(out, colour=_want_colour())
     if "replica" in out:
         r = out["replica"]
         return f"{r['name']}: {r['state']} (pid {r['pid']})"

@@ -293,7 +293,8 @@ class ReplicaPool:
             return rec.info()
 
     def restart(self, name: str) -> ReplicaInfo:
-        """Graceful stop, then the same name starts again; a stopped or crashed one just starts."""
+        """Graceful stop, then the same name starts again with its own options (new options
+        are for new replicas); a stopped, killed or crashed one just starts."""
         with self._lock:
             self._check_open()
             rec = self._record(name)
@@ -301,7 +302,8 @@ class ReplicaPool:
                 live = {r.name for r in self._live()}
                 if name in live:  # cannot happen: one record per name
                     raise PoolError(f"replica {name} is already running")
-                return self._spawn(name, restarts=rec.restarts + 1, crashes=rec.crashes).info()
+                return self._spawn(name, restarts=rec.restarts + 1, crashes=rec.crashes,
+                                   options=rec.options).info()
             if rec.intent in ("kill", "shutdown"):
                 raise PoolError(f"replica {name} is going away ({rec.intent}); restart it "
                                 f"once it has ended")
@@ -402,8 +404,9 @@ class ReplicaPool:
                 _killpg(rec.pid, signal.SIGKILL)
                 self._note(rec, "forced")
 
-    def _spawn(self, name: str, restarts: int = 0, crashes: int = 0) -> ReplicaProcess:
-        options = self._options
+    def _spawn(self, name: str, restarts: int = 0, crashes: int = 0,
+               options: ReplicaOptions | None = None) -> ReplicaProcess:
+        options = options or self._options
         argv = self.config.argv(name, options)
         log_file = Path(self.config.log_dir) / f"{name}.log" if self.config.log_dir else None
         env = dict(os.environ)
@@ -468,7 +471,8 @@ class ReplicaPool:
             respawn = rec.intent == "restart" and not self._closing
             if respawn:
                 try:
-                    self._spawn(rec.name, restarts=rec.restarts + 1, crashes=rec.crashes)
+                    self._spawn(rec.name, restarts=rec.restarts + 1, crashes=rec.crashes,
+                                options=rec.options)
                 except PoolError as exc:
                     self._note(rec, "restart-failed", error=str(exc))
             self._changed.notify_all()

@@ -160,3 +160,9 @@ def test_options_apply_to_new_replicas_only(make_pool) -> None:
     cmd = Path(f"/proc/{bruno.pid}/cmdline")
     wait_until(lambda: b"--exactly-once" in cmd.read_bytes().split(b"\0"), 10,
                what="bruno's command line")
+    # a restart is the same replica again: it keeps its own options
+    pool.restart("ada")
+    assert pool.wait_for(lambda rs: any(r.name == "ada" and r.restarts == 1 and r.alive
+                                        for r in rs), 10)
+    ada = pool.get("ada")
+    assert (ada.protocol, ada.assignor, ada.exactly_once) == ("classic", "range", False)
