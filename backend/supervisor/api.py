@@ -231,6 +231,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         # read the body first so the connection stays usable whatever we answer
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            return self._error(411, "send the body with a Content-Length, not chunked")
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:

@@ -35,6 +35,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError("request body is not valid JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise RequestError(f"request body must be a JSON object, not {_json_type(value)}")
     return value

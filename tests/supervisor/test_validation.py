@@ -43,12 +43,26 @@ def test_parse_body_accepts_objects_and_empty() -> None:
     (b"3", "not the number 3"),
     (b'"x"', "not a string"),
     (b"null", "not null"),
+    (b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),  # > MAX_BODY_BYTES is 413, see below
 ])
 def test_parse_body_refuses_non_objects(raw: bytes, fragment: str) -> None:
     with pytest.raises(RequestError) as err:
         parse_body(raw)
+    if len(raw) > MAX_BODY_BYTES:
+        assert err.value.status == 413
+        return
     assert err.value.status == 400
     assert fragment in str(err.value)
+
+
+def test_deeply_nested_json_is_a_400_not_a_crash() -> None:
+    depth = MAX_BODY_BYTES // 2 - 1
+    with pytest.raises(RequestError) as err:
+        parse_body(b'{"a":' * (depth // 5) + b"1" + b"}" * (depth // 5))
+    assert err.value.status == 400 and "nested too deeply" in str(err.value)
+    assert require_int({"n": 10**30}, "n", 0, 10**31) == 10**30
+    with pytest.raises(RequestError, match="not the number inf"):
+        require_int(parse_body(b'{"n": 1e400}'), "n", 0, 64)
 
 
 def test_parse_body_refuses_oversized() -> None:
