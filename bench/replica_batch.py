@@ -6,6 +6,8 @@ messages; only where parsing/validation happens differs:
   raw    Arrow (value bytes, key, partition, offset) -> Spark from_json + validation + groupBy
   typed  Python orjson.loads + validation per message -> typed Arrow columns -> Spark groupBy
 
+Both use the replica's own code (MicroBatch.to_arrow / to_typed_arrow, aggregate, fold).
+
 Prints a table (median of --repeat runs) and optionally writes --json PATH.
 Usage: python bench/replica_batch.py [--spark-remote sc://H:P] [--sizes 1000,10000,50000]
 Without --spark-remote an embedded Spark Connect server is started on a free port.
@@ -22,11 +24,9 @@ import time
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.contracts import NUMERIC_FIELDS
 from backend.replica.batch import MicroBatch
 from backend.replica.spark_summary import aggregate, fold, raw_frame
 
@@ -55,44 +55,13 @@ def run_raw(session, msgs) -> tuple[float, float, int]:
     return t1 - t0, t2 - t1, sum(p.count for p in fold(rows).partials.values())
 
 
-def _typed_reason(d: object, key: bytes) -> str | None:
-    if not isinstance(d, dict):
-        return "not a JSON telemetry object"
-    for f in ("seq", "ts"):
-        if not isinstance(d.get(f), int) or isinstance(d.get(f), bool):
-            return f"missing or wrong-typed field: {f}"
-    for f in NUMERIC_FIELDS:
-        v = d.get(f)
-        if not isinstance(v, int | float) or isinstance(v, bool):
-            return f"missing or wrong-typed field: {f}"
-    if d.get("stream_id") != key.decode():
-        return "stream_id does not match key"
-    return None
-
-
 def run_typed(session, msgs) -> tuple[float, float, int]:
     t0 = time.perf_counter()
-    cols: dict[str, list] = {c: [] for c in ("partition", "offset", "reason", "stream_id", "seq",
-                                             "ts", *NUMERIC_FIELDS)}
+    b = MicroBatch()
     for p, o, k, v in msgs:
-        try:
-            d = orjson.loads(v)
-        except orjson.JSONDecodeError:
-            d = None
-        reason = _typed_reason(d, k)
-        cols["partition"].append(p)
-        cols["offset"].append(o)
-        cols["reason"].append(reason)
-        ok = reason is None
-        cols["stream_id"].append(d["stream_id"] if ok else None)
-        cols["seq"].append(d["seq"] if ok else None)
-        cols["ts"].append(d["ts"] if ok else None)
-        for f in NUMERIC_FIELDS:
-            cols[f].append(float(d[f]) if ok else None)
-    types = {"partition": pa.int32(), "offset": pa.int64(), "reason": pa.string(),
-             "stream_id": pa.string(), "seq": pa.int64(), "ts": pa.int64(),
-             **{f: pa.float64() for f in NUMERIC_FIELDS}}
-    table = pa.table({c: pa.array(v, types[c]) for c, v in cols.items()})
+        b.add(p, o, k, v)
+    table, bad = b.to_typed_arrow()
+    assert not bad
     t1 = time.perf_counter()
     rows = aggregate(session.createDataFrame(table), {}).collect()
     t2 = time.perf_counter()

@@ -1,7 +1,9 @@
 """Micro-batching: collect raw records cheaply, hand Spark one Arrow table per batch.
 
-Per message we only read value/key/partition/offset and append to lists; the JSON is never
-parsed in Python (Spark does it). A batch is due after `batch_ms` or `batch_max` records.
+Per message the consumer loop only reads value/key/partition/offset and appends to lists.
+At batch time the records become one Arrow table in one of two feeds (bench/replica_batch.py
+measures both): `raw` ships the JSON bytes for Spark to parse; `typed` parses once with
+orjson and ships typed columns. A batch is due after `batch_ms` or `batch_max` records.
 """
 
 from __future__ import annotations
@@ -12,12 +14,19 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from backend.replica.deadletter import DeadLetter, cheap_reason
+from backend.contracts import NUMERIC_FIELDS
+from backend.replica.deadletter import DeadLetter, cheap_reason, parse_checked
 
 ARROW_SCHEMA = pa.schema([
     ("value", pa.binary()), ("key", pa.binary()),
     ("partition", pa.int32()), ("offset", pa.int64()),
 ])
+
+TYPED_SCHEMA = pa.schema(
+    [("partition", pa.int32()), ("offset", pa.int64()), ("reason", pa.string()),
+     ("stream_id", pa.string()), ("seq", pa.int64()), ("ts", pa.int64())]
+    + [(f, pa.float64()) for f in NUMERIC_FIELDS]
+)
 
 
 @dataclass
@@ -63,6 +72,34 @@ class MicroBatch:
              pa.array(self.partitions, pa.int32()), pa.array(self.offsets, pa.int64())],
             schema=ARROW_SCHEMA,
         )
+
+    def to_typed_arrow(self) -> tuple[pa.Table, list[DeadLetter]]:
+        """Parse + validate in Python (one orjson call per record) into typed columns.
+
+        Invalid records come back as dead letters and never reach Spark.
+        """
+        cols: dict[str, list] = {c: [] for c in TYPED_SCHEMA.names if c != "reason"}
+        bad: list[DeadLetter] = []
+        parts, offs = cols["partition"], cols["offset"]
+        sids, seqs, tss = cols["stream_id"], cols["seq"], cols["ts"]
+        nums = [(f, cols[f]) for f in NUMERIC_FIELDS]
+        for key, value, p, o in zip(self.keys, self.values, self.partitions, self.offsets,
+                                    strict=True):
+            d, reason = parse_checked(key, value, NUMERIC_FIELDS)
+            if d is None:
+                bad.append(DeadLetter(p, o, key, value, reason or "invalid"))
+                continue
+            parts.append(p)
+            offs.append(o)
+            sids.append(d["stream_id"])
+            seqs.append(d["seq"])
+            tss.append(d["ts"])
+            for f, col in nums:
+                col.append(float(d[f]))
+        n = len(parts)
+        arrays = [pa.array(cols[c], TYPED_SCHEMA.field(c).type) if c != "reason"
+                  else pa.nulls(n, pa.string()) for c in TYPED_SCHEMA.names]
+        return pa.Table.from_arrays(arrays, schema=TYPED_SCHEMA), bad
 
     def split(self, partitions: Iterable[int]) -> MicroBatch:
         """Remove and return the part of this batch that belongs to `partitions`."""

@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spark-remote", default=None, help="Spark Connect URL (env SPARK_REMOTE)")
     p.add_argument("--batch-ms", type=int, default=1000, help="micro-batch interval (ms)")
     p.add_argument("--batch-max", type=int, default=20_000, help="max records per micro-batch")
+    p.add_argument("--feed", choices=("typed", "raw"), default="typed",
+                   help="typed: parse JSON once in Python, ship typed Arrow columns (default, "
+                        "faster in bench/replica_batch.py); raw: ship the JSON strings and "
+                        "parse them in Spark")
     add_cluster_args(p)
     p.set_defaults(func=_replica)
 
@@ -63,7 +67,7 @@ def _replica(args: argparse.Namespace) -> int:
         return 2
     cfg = ReplicaConfig(name=args.id, group=args.group, topic=args.topic, choice=choice,
                         exactly_once=args.exactly_once, spark_remote=args.spark_remote,
-                        batch_ms=args.batch_ms, batch_max=args.batch_max)
+                        batch_ms=args.batch_ms, batch_max=args.batch_max, feed=args.feed)
     from backend.cluster.topics import TopicError
 
     try:

@@ -53,6 +53,7 @@ class ReplicaConfig:
     spark_remote: str | None = None
     batch_ms: int = 1000
     batch_max: int = 20_000
+    feed: str = "typed"  # typed | raw: see bench/replica_batch.py
 
 
 class Replica:
@@ -150,7 +151,7 @@ class Replica:
         """A fresh engine's first query takes seconds: pay it before joining the group."""
         while not self.stopping:
             try:
-                self.spark.warm_up()
+                self.spark.warm_up(typed=self.cfg.feed == "typed")
                 return
             except Exception as exc:
                 self._report_spark_error(exc)
@@ -235,9 +236,15 @@ class Replica:
         start = time.monotonic()
         dead = list(batch.dead)
         updated: dict[str, Summary] = {}
-        if batch.values:
+        typed = self.cfg.feed == "typed"
+        if typed:
+            table, rejected = batch.to_typed_arrow()
+            dead += rejected
+        else:
+            table = batch.to_arrow()
+        if table.num_rows:
             try:
-                result = self.spark.summarise(batch.to_arrow(), self.state.last_seqs())
+                result = self.spark.summarise(table, self.state.last_seqs(), typed=typed)
             except Exception as exc:
                 self._report_spark_error(exc)
                 return False
@@ -250,7 +257,7 @@ class Replica:
                 summary.updated_ms = now_ms
                 summary.replica = self.cfg.name
                 updated[sid] = summary
-            if result.bad:
+            if result.bad:  # raw feed: Spark found them
                 index = {(p, o): i for i, (p, o) in enumerate(
                     zip(batch.partitions, batch.offsets, strict=True))}
                 for p, o, reason in result.bad:

@@ -1,7 +1,8 @@
-"""The Spark side of a micro-batch: parse, validate and aggregate per stream and window.
+"""The Spark side of a micro-batch: (parse, validate and) aggregate per stream and window.
 
-One Spark query per batch. The raw values travel as one Arrow binary column (plus key,
-partition, offset); Spark casts, `from_json`s, validates and groups. Valid rows group by
+One Spark query per batch. With the raw feed the values travel as one Arrow binary column
+(plus key, partition, offset) and Spark casts, `from_json`s, validates and groups; with the
+typed feed Python already parsed them (batch.py) and Spark only groups. Valid rows group by
 (partition, stream, tumbling window); invalid rows come back one per record with a reason,
 so they can be dead-lettered. Python then folds the handful of result rows into
 `BatchPartial`s (summary.py). bench/replica_batch.py compares this with typed columns.
@@ -173,18 +174,24 @@ class SparkSummariser:
             self._session = session
         return self._session
 
-    def warm_up(self) -> None:
+    def warm_up(self, typed: bool = False) -> None:
         """First query of a fresh session is slow; pay it before joining the group."""
-        table = pa.table({"value": pa.array([b'{"stream_id":"w","seq":0,"ts":0}'], pa.binary()),
-                          "key": pa.array([b"w"], pa.binary()),
-                          "partition": pa.array([0], pa.int32()),
-                          "offset": pa.array([0], pa.int64())})
-        self.summarise(table, {})
+        from backend.replica.batch import MicroBatch
 
-    def summarise(self, table: pa.Table, last_seqs: dict[str, int]) -> BatchResult:
+        batch = MicroBatch()
+        batch.add(0, 0, b"w", b'{"stream_id":"w","seq":0,"ts":0,"speed_kmh":0,"rpm":0,'
+                              b'"gear":0,"engine_temp_c":0,"lat":0,"lon":0}')
+        table = batch.to_typed_arrow()[0] if typed else batch.to_arrow()
+        self.summarise(table, {"w": -1}, typed=typed)
+
+    def summarise(self, table: pa.Table, last_seqs: dict[str, int],
+                  typed: bool = False) -> BatchResult:
+        """`typed`: the table already has parsed columns (MicroBatch.to_typed_arrow)."""
         start = time.monotonic()
         try:
-            rows = aggregate(raw_frame(self.session(), table), last_seqs).collect()
+            session = self.session()
+            df = session.createDataFrame(table) if typed else raw_frame(session, table)
+            rows = aggregate(df, last_seqs).collect()
         except Exception:
             self.reset()
             raise

@@ -47,7 +47,8 @@ def test_seven_replicas_on_six_partitions_one_is_idle(kafka, layout, events, fle
 
 
 @pytest.mark.timeout(150)
-def test_malformed_input_goes_to_dead_letters(kafka, layout, events, fleet):
+@pytest.mark.parametrize("feed", ["typed", "raw"])
+def test_malformed_input_goes_to_dead_letters(kafka, layout, events, fleet, feed):
     group, topic = layout
     # the good messages come from the real fleet simulator: its contract is what we parse
     fleet_sim = FleetSimulator(kafka, topic=topic, streams=4, rate=math.inf, limit=200)
@@ -73,7 +74,7 @@ def test_malformed_input_goes_to_dead_letters(kafka, layout, events, fleet):
         producer.produce_raw(key, value)
     producer.stop()
 
-    fleet.start("r1")
+    fleet.start("r1", "--feed", feed)
     fleet.wait(lambda: _summaries_match(kafka, group, produced), 90, "good messages summarised")
 
     dlq = Consumer(kafka.client_config(**{"group.id": f"dlq-{time.time_ns()}",

@@ -24,7 +24,8 @@ def summariser(spark_remote):
         s.reset()
 
 
-def test_batch_aggregates_and_rejects_in_spark(summariser):
+@pytest.mark.parametrize("typed", [False, True], ids=["raw-feed", "typed-feed"])
+def test_batch_aggregates_and_rejects_in_spark(summariser, typed):
     b = MicroBatch()
     offset = 0
 
@@ -48,9 +49,15 @@ def test_batch_aggregates_and_rejects_in_spark(summariser):
         add(b"car-01", message("car-02", 99)): REASON_KEY_MISMATCH,
         add(b"car-01", message("car-01", 2.5)): "missing or wrong-typed field: seq",
     }
-    result = summariser.summarise(b.to_arrow(), {"car-01": 4})
-    got_bad = {o: r for p, o, r in result.bad}
-    assert got_bad == bad
+    if typed:
+        table, rejected = b.to_typed_arrow()
+        result = summariser.summarise(table, {"car-01": 4}, typed=True)
+        assert not result.bad
+        got_bad = {d.offset: d.reason for d in rejected}
+    else:
+        result = summariser.summarise(b.to_arrow(), {"car-01": 4})
+        got_bad = {o: r for p, o, r in result.bad}
+    assert got_bad == bad  # both feeds reject the same records for the same reasons
 
     one, two = result.partials[(0, "car-01")], result.partials[(3, "car-02")]
     assert (one.count, one.old, one.new_distinct, one.min_seq, one.max_seq) == (21, 5, 15, 0, 19)

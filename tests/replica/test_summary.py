@@ -120,6 +120,29 @@ def test_cheap_validation():
     assert ("source.offset", b"42") in d.headers("telemetry", "r1")
 
 
+def test_typed_feed_validation_matches_the_contract():
+    from backend.contracts import NUMERIC_FIELDS
+    from backend.replica.deadletter import parse_checked
+
+    good = (b'{"stream_id":"car-01","seq":3,"ts":5,"speed_kmh":1.5,"rpm":900,"gear":2,'
+            b'"engine_temp_c":80,"lat":1.0,"lon":2.0}')
+    d, reason = parse_checked(b"car-01", good, NUMERIC_FIELDS)
+    assert reason is None and d["seq"] == 3
+    cases = {
+        b"nope": "not a JSON telemetry object",
+        b"[1]": "not a JSON telemetry object",
+        b"{}": "not a JSON telemetry object",
+        good.replace(b'"seq":3', b'"seq":3.5'): "missing or wrong-typed field: seq",
+        good.replace(b'"seq":3', b'"seq":true'): "missing or wrong-typed field: seq",
+        good.replace(b'"rpm":900', b'"rpm":"900"'): "missing or wrong-typed field: rpm",
+        good.replace(b'"ts":5,', b""): "missing or wrong-typed field: ts",
+        good.replace(b'"seq":3', b'"seq":-1'): "negative seq",
+        good.replace(b"car-01", b"car-02"): "stream_id does not match key",
+    }
+    for value, want in cases.items():
+        assert parse_checked(b"car-01", value, NUMERIC_FIELDS) == (None, want), value
+
+
 def test_micro_batch_split_and_due():
     b = MicroBatch()
     for i in range(6):
