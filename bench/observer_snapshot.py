@@ -28,8 +28,11 @@ sys.path.insert(0, str(REPO))
 
 def host_members(bootstrap: str, group: str, topic: str, n: int, protocol: str) -> int:
     """Child process: n real group members, each its own Consumer polled by its own thread."""
+    import ctypes
+
     from confluent_kafka import Consumer
 
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the bench
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 

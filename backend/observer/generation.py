@@ -98,7 +98,7 @@ class GenerationTail:
         now = time.monotonic()
         if now < self._retry_at:
             return False
-        self._retry_at = now + 5.0
+        self._retry_at = now + 1.0
         consumer = readonly_consumer(self._settings, "generation", self.group)
         try:
             md = consumer.list_topics(topic=OFFSETS_TOPIC, timeout=5.0)

@@ -29,6 +29,8 @@ def _settled(obs: Observer, n_members: int):
         return None
     if any(p.committed is None for p in snap.partitions):
         return None
+    if snap.generation is None:  # readable here: the broker has no ACLs
+        return None
     return snap
 
 
