@@ -7,6 +7,7 @@ one-line message; nothing here raises into the page.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from backend.paths import data_dir
 from dashboard.context import ViewContext
 from dashboard.pollers import Reading, supervisor_poller
 
+MESSAGE_S = 15.0
 PROTOCOLS = {"classic": ("range", "roundrobin", "cooperative-sticky"),
              "consumer": ("uniform", "range")}
 
@@ -42,9 +44,10 @@ def _call(label: str, action: Callable[[Any], object]) -> None:
         client = ControlClient.discover(data_dir(), timeout=20.0)
         result = action(client)
     except ControlError as exc:
-        st.session_state["gs_ctl_msg"] = ("error", f"{label}: {exc}")
+        st.session_state["gs_ctl_msg"] = ("error", f"{label}: {exc}", time.monotonic())
     else:
-        st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(result)}")
+        st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(result)}",
+                                          time.monotonic())
     supervisor_poller(str(data_dir())).poll_now()
 
 
@@ -82,8 +85,8 @@ def _controls_panel(ctx: ViewContext) -> None:
     if reason:
         st.caption(reason)
     status = reading.value if reading is not None and reading.ok else None
-    msg = st.session_state.pop("gs_ctl_msg", None)
-    if msg:
+    msg = st.session_state.get("gs_ctl_msg")
+    if msg and time.monotonic() - msg[2] < MESSAGE_S:  # long enough to read, then gone
         (st.success if msg[0] == "ok" else st.error)(msg[1])
 
     running = [r.name for r in status.running] if status else []

@@ -196,8 +196,7 @@ class SharedObserver:
                 self._observer = Observer(settings, self.group, self.topic,
                                           interval=self.interval_s)
                 self.error = None
-            if self._observer._thread is None:
-                self._observer.start()
+            self._observer.start()  # a no-op while its thread runs
             if self._watchdog is None or not self._watchdog.is_alive():
                 self._closed.clear()
                 self._watchdog = threading.Thread(target=self._watch, daemon=True,
