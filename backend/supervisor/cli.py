@@ -189,10 +189,27 @@ def _client(args: argparse.Namespace):
         ep = read_control_files(args.data_dir or data_dir())
     except ControlNotFound as exc:
         raise ControlError(str(exc)) from None
+    if ep.pid and not _pid_running(ep.pid):
+        raise ControlError(f"the supervisor that wrote {args.data_dir or data_dir()}/"
+                           f"control.json (pid {ep.pid}) is no longer running; start "
+                           f"`groupscope backend`")
     token = ep.token
     if args.token_file:
-        token = args.token_file.read_text().strip()
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            raise ControlError(f"cannot read {args.token_file}: {exc.strerror}") from None
     return ControlClient(url=ep.url, token=token)
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: let the HTTP call decide
+    return True
 
 
 def _ctl(args: argparse.Namespace) -> int:

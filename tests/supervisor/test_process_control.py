@@ -59,6 +59,9 @@ def test_kill_takes_children_and_a_killed_supervisor_takes_its_replicas(
     os.kill(b.proc.pid, signal.SIGKILL)
     b.proc.wait(10)
     wait_until(lambda: not pid_alive(pids["bruno"]), 10, what="bruno to die with its supervisor")
+    # its control.json is left behind; ctl says what happened instead of a connection error
+    stale = _ctl(b, "status")
+    assert stale.returncode == 2 and "no longer running" in stale.stderr, stale.stderr
 
 
 def test_external_member_is_visible_but_not_controllable(
