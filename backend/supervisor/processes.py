@@ -39,9 +39,13 @@ DEFAULT_STOP_GRACE = 30.0
 
 # Runs in the child between fork and the replica: ask for SIGKILL when the spawning thread
 # dies, give up if the parent is already gone, then become the replica.
+# Not Linux (no prctl): the supervisor's own shutdown still stops every replica.
 _SHIM = (
     "import ctypes,os,signal,sys\n"
-    "ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL),0,0,0)\n"
+    "try:\n"
+    " ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL),0,0,0)\n"
+    "except (AttributeError,OSError):\n"
+    " pass\n"
     "os.getppid()==int(sys.argv[1]) or os._exit(70)\n"
     "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
