@@ -85,9 +85,7 @@ def _controls_panel(ctx: ViewContext) -> None:
     if reason:
         st.caption(reason)
     status = reading.value if reading is not None and reading.ok else None
-    msg = st.session_state.get("gs_ctl_msg")
-    if msg and time.monotonic() - msg[2] < MESSAGE_S:  # long enough to read, then gone
-        (st.success if msg[0] == "ok" else st.error)(msg[1])
+    slot = st.container()  # the outcome of an action goes here, filled at the end
 
     running = [r.name for r in status.running] if status else []
     name = st.selectbox("replica", running or ["(none)"], disabled=off or not running,
@@ -96,21 +94,17 @@ def _controls_panel(ctx: ViewContext) -> None:
     if c1.button("Kill", disabled=off or not running, key="ctl_kill",
                  help="SIGKILL: the group notices after the session timeout"):
         _call(f"kill {name}", lambda c: c.kill(name))
-        st.rerun(scope="fragment")
     if c2.button("Stop", disabled=off or not running, key="ctl_stop",
                  help="SIGTERM: finish the batch, commit, leave at once"):
         _call(f"stop {name}", lambda c: c.stop(name))
-        st.rerun(scope="fragment")
     if c3.button("Start", disabled=off, key="ctl_start", help="start one more replica"):
         _call("start", lambda c: c.start())
-        st.rerun(scope="fragment")
 
     count = st.number_input("replicas", min_value=0,
                             max_value=max(1, status.max_replicas) if status else 32,
                             value=len(running), step=1, disabled=off, key="ctl_scale_n")
     if st.button("Scale", disabled=off, key="ctl_scale"):
         _call(f"scale to {int(count)}", lambda c: c.scale(int(count)))
-        st.rerun(scope="fragment")
 
     opts = status.options if status else None
     protocol = st.selectbox("protocol for new replicas", list(PROTOCOLS), disabled=off,
@@ -124,7 +118,6 @@ def _controls_panel(ctx: ViewContext) -> None:
                     disabled=off, key="ctl_eos")
     if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
         _call("options", lambda c: c.set_options(protocol, assignor, eos))
-        st.rerun(scope="fragment")
 
     fleet = (status.fleet or {}) if status else {}
     rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=100_000.0,
@@ -136,10 +129,8 @@ def _controls_panel(ctx: ViewContext) -> None:
     f1, f2 = st.columns(2)
     if f1.button("Set rate", disabled=off or not fleet, key="ctl_set_rate"):
         _call("rate", lambda c: c.set_rate(float(rate)))
-        st.rerun(scope="fragment")
     if f2.button("Set streams", disabled=off or not fleet, key="ctl_set_streams"):
         _call("streams", lambda c: c.set_streams(int(streams)))
-        st.rerun(scope="fragment")
 
     current = (status.partitions or 1) if status else 1
     total = st.number_input("partitions (total)", min_value=current,
@@ -148,4 +139,7 @@ def _controls_panel(ctx: ViewContext) -> None:
     if st.button("Add partitions", disabled=off or int(total) <= current, key="ctl_add_parts",
                  help="moves some keys to new partitions: per-key order breaks across the change"):
         _call("partitions", lambda c: c.add_partitions(int(total)))
-        st.rerun(scope="fragment")
+    msg = st.session_state.get("gs_ctl_msg")
+    if msg and time.monotonic() - msg[2] < MESSAGE_S:  # long enough to read, then gone
+        with slot:
+            (st.success if msg[0] == "ok" else st.error)(msg[1])
