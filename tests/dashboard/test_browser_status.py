@@ -24,6 +24,14 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, unique, artifacts_
             _check(page, topic)
         finally:
             page.screenshot(path=str(artifacts_dir / "status-page.png"), full_page=True)
+        # the dark theme from .streamlit/config.toml follows the browser's preference
+        page.emulate_media(color_scheme="dark")
+        page.reload()
+        _check(page, topic)
+        background = page.evaluate(
+            "getComputedStyle(document.querySelector('.stApp')).backgroundColor")
+        page.screenshot(path=str(artifacts_dir / "status-page-dark.png"), full_page=True)
+        assert background == "rgb(11, 18, 32)", background  # theme.dark backgroundColor
 
 
 def _check(page, topic: str) -> None:
