@@ -121,10 +121,3 @@ class MicroBatch:
             keep.values, keep.keys, keep.partitions, keep.offsets)
         self.dead, self.next_offsets, self.started = keep.dead, keep.next_offsets, keep.started
         return out
-
-    def record(self, partition: int, offset: int) -> tuple[bytes | None, bytes | None]:
-        """(key, value) of one record; only used on the rare dead-letter path."""
-        for i, (p, o) in enumerate(zip(self.partitions, self.offsets, strict=True)):
-            if p == partition and o == offset:
-                return self.keys[i], self.values[i]
-        return None, None

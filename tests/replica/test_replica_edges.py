@@ -138,3 +138,40 @@ def test_spark_unreachable_keeps_membership_and_loses_nothing(kafka, layout, eve
     finally:
         fleet.close()
         proxy.close()
+
+
+@pytest.mark.timeout(200)
+def test_frozen_member_loses_its_partitions_and_counts_stay_exact(kafka, layout, events, fleet):
+    """SIGSTOP past the session timeout: the group moves on; on SIGCONT the zombie's
+    assignment is *lost* (not revoked) and its uncommitted work is discarded, not committed."""
+    import signal
+
+    group, topic = layout
+    names = ["r1", "r2"]
+    producer = ContractProducer(kafka, topic, streams=12, rate=120.0).start()
+    try:
+        for name in names:
+            fleet.start(name, "--exactly-once")
+
+        def split():
+            beats = events.latest_heartbeats(names)
+            return (len(beats) == 2 and all(b["partitions"] and b["processed"] > 0
+                                            for b in beats.values()))
+
+        fleet.wait(split, 120, "two replicas sharing the partitions and processing")
+        frozen_at = time.time()
+        fleet.procs["r1"].send_signal(signal.SIGSTOP)
+        try:
+            fleet.wait(lambda: any(b["partitions"] == list(range(6))
+                                   for b in events.of("heartbeat", "r2", since=frozen_at)),
+                       60, "r2 owning everything while r1 is frozen")
+        finally:
+            fleet.procs["r1"].send_signal(signal.SIGCONT)
+        fleet.wait(lambda: events.of("lost", "r1", since=frozen_at)
+                   or events.of("revoked", "r1", since=frozen_at), 60,
+                   "r1 noticing it lost its partitions")
+        assert events.of("lost", "r1", since=frozen_at), "expected on_lost, got a revoke"
+    finally:
+        produced = producer.stop()
+    fleet.wait(lambda: _summaries_match(kafka, group, produced), 90,
+               "exact counts after the zombie")
