@@ -71,4 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, so `python -m backend.cli` raises and catches the
+    # same UserError class the subcommand modules import.
+    from backend.cli import main as _main
+
+    sys.exit(_main())

@@ -27,6 +27,9 @@ DEMO_GROUP_SETTINGS: dict[str, str] = {
     "group.consumer.session.timeout.ms": "6000",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.heartbeat.interval.ms": "1000",
+    # exactly-once: a crashed replica's open transaction is aborted (and its partitions
+    # readable by the new owner) soon after its transaction.timeout.ms, not a minute later
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 
 _SINGLE_NODE_SETTINGS: dict[str, str] = {

@@ -46,7 +46,6 @@ def _replica(args: argparse.Namespace) -> int:
         if not args.id.strip():
             raise UserError("--id must not be empty")
     except (MembershipConfigError, UserError) as exc:
-        # printed here: under `python -m backend.cli` the entry point's UserError is another class
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
 
