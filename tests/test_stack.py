@@ -16,8 +16,8 @@ import pytest
 from backend.cli import build_parser
 from backend.netutil import free_port, wait_until
 
-EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "produce", "replica", "backend", "ctl",
-                     "snapshot", "groups"}
+EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replica", "backend",
+                     "ctl", "snapshot", "groups"}
 
 
 def _processes_with_marker(marker: str) -> list[int]:
@@ -105,3 +105,16 @@ def test_procfile_lists_the_design_process_types_and_honcho_accepts_it():
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "broker, spark, backend, web" in result.stderr + result.stdout
+
+
+def test_watch_checks_the_properties_file_before_serving(tmp_path):
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("security.protocol=SASL_SSL\nsasl.password s3cret-value\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "watch", "--bootstrap", "127.0.0.1:1",
+         "--kafka-config", str(cfg), "--port", str(free_port())],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "client.properties:2" in result.stderr
+    assert "s3cret" not in result.stderr + result.stdout

@@ -40,6 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=None, help="HTTP port (default 8501)")
     p.set_defaults(func=_web)
 
+    p = sub.add_parser("watch", help="watch any consumer group read-only in the browser",
+                       description="Serve the dashboard for an existing cluster, opening the "
+                                   "Watch page with every control hidden. Nothing is joined, "
+                                   "committed or changed on the cluster.")
+    add_cluster_args(p)
+    p.add_argument("--group", help="consumer group to open (default: pick on the page)")
+    p.add_argument("--port", type=int, default=None,
+                   help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
+    p.set_defaults(func=_watch)
+
 
 def _idle_until_signal(reason: str) -> int:
     """Honcho stops every process when one exits, so a skipped process waits instead."""
@@ -83,9 +93,31 @@ def _spark(args: argparse.Namespace) -> int:
 
 def _web(args: argparse.Namespace) -> int:
     from backend.stack.config import StackConfig
+
+    return _exec_dashboard(args.port or StackConfig.from_env().web_port)
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """The web process in read-only mode; the properties file is checked before Streamlit
+    starts, so a bad line is a one-line error rather than a page error."""
+    from backend.cluster.settings import resolve_settings
+    from backend.stack.config import StackConfig
+
+    config = str(Path(args.kafka_config).expanduser().resolve()) if args.kafka_config else None
+    settings = resolve_settings(args.bootstrap, config)
+    os.environ.update({"GROUPSCOPE_READONLY": "1", "GROUPSCOPE_BOOTSTRAP": settings.bootstrap})
+    if config:
+        os.environ["GROUPSCOPE_KAFKA_CONFIG"] = config
+    if args.group:
+        os.environ["GROUPSCOPE_GROUP"] = args.group
+    port = args.port or StackConfig.from_env().web_port
+    print(f"watching {settings.describe()} read-only at http://localhost:{port}", flush=True)
+    return _exec_dashboard(port)
+
+
+def _exec_dashboard(port: int) -> int:
     from backend.stack.procfile import REPO_ROOT
 
-    port = args.port or StackConfig.from_env().web_port
     app = REPO_ROOT / "dashboard" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app),
            f"--server.port={port}", "--server.headless=true",
