@@ -46,12 +46,17 @@ def _call(label: str, action: Callable[[Any], object]) -> None:
     except ControlError as exc:
         st.session_state["gs_ctl_msg"] = ("error", f"{label}: {exc}", time.monotonic())
     else:
-        st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(result)}",
+        st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(label, result)}",
                                           time.monotonic())
     supervisor_poller(str(data_dir())).poll_now()
 
 
-def _summary(result: object) -> str:
+def _summary(label: str, result: object) -> str:
+    # kill and stop answer before the process has exited, so say what was sent
+    if label.startswith("kill") and hasattr(result, "pid"):
+        return f"SIGKILL sent (pid {result.pid}); the group notices within its session timeout"
+    if label.startswith("stop") and hasattr(result, "pid"):
+        return f"SIGTERM sent (pid {result.pid}); it finishes its batch and leaves the group"
     if hasattr(result, "name") and hasattr(result, "state"):
         return f"{result.name} is {result.state}"
     if isinstance(result, dict):
