@@ -13,7 +13,7 @@ import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import Event, events_topic, summaries_topic
+from backend.contracts import Event, EventType, events_topic, summaries_topic
 from backend.observer.reader import readonly_consumer
 
 
@@ -79,7 +79,11 @@ class EventTail:
     def __init__(self, settings: KafkaSettings, group: str, lookback_s: float = 600.0,
                  keep: int = 500) -> None:
         since = int((time.time() - lookback_s) * 1000)
+        # Heartbeats arrive every ~2 s per replica and would push the stream events out of
+        # a shared buffer; only the latest one per replica is needed (rates, batch time).
         self.events: deque[Event] = deque(maxlen=keep)
+        self.heartbeats: dict[str, Event] = {}
+        self._keep = keep
         self.summaries: dict[str, dict] = {}
         self._events = TopicTail(settings, events_topic(group), since, "events", group)
         self._summaries = TopicTail(settings, summaries_topic(group), None, "summaries",
@@ -88,9 +92,16 @@ class EventTail:
     def poll(self) -> None:
         for msg in self._events.poll():
             try:
-                self.events.append(Event.from_dict(orjson.loads(msg.value())))
+                event = Event.from_dict(orjson.loads(msg.value()))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue  # a malformed event is skipped, never fatal
+            if event.type == EventType.HEARTBEAT:
+                self.heartbeats.pop(event.replica, None)  # re-insert: newest last
+                self.heartbeats[event.replica] = event
+                while len(self.heartbeats) > self._keep:
+                    self.heartbeats.pop(next(iter(self.heartbeats)))
+            else:
+                self.events.append(event)
         for msg in self._summaries.poll():
             key = msg.key()
             if key is None:
@@ -105,7 +116,8 @@ class EventTail:
                 continue
 
     def recent(self, n: int = 100) -> tuple[Event, ...]:
-        return tuple(list(self.events)[-n:])
+        """The last `n` non-heartbeat events, then the latest heartbeat of each replica."""
+        return (*list(self.events)[-n:], *self.heartbeats.values())
 
     def close(self) -> None:
         self._events.close()
