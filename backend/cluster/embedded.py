@@ -5,17 +5,15 @@ Group settings are lowered for demos so a crashed member is noticed in seconds.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.cluster.jars import KAFKA_VERSION, kafka_classpath
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import ensure_port_free, free_port
-from backend.proc import die_with_parent
+from backend.proc import ServiceProcess, ServiceStartError
 
 # Broker settings that make rebalances visible in a workshop instead of after 45 s.
 DEMO_GROUP_SETTINGS: dict[str, str] = {
@@ -68,7 +66,7 @@ logger.state.level = warn
 """
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(ServiceStartError):
     pass
 
 
@@ -88,10 +86,13 @@ class EmbeddedBroker:
     # enforced by StandardAuthorizer; `sasl_admin` is the super user the broker itself uses.
     sasl_users: dict[str, str] | None = field(default=None, repr=False)
     sasl_admin: str = "admin"
-    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _service: ServiceProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
+        self._service = ServiceProcess(
+            "Kafka", (self.data_dir / "broker.log", self.data_dir / "broker.out"),
+            BrokerStartError)
         if self.sasl_users is not None:
             if self.sasl_admin not in self.sasl_users:
                 raise ValueError(f"sasl_users must include the broker's own user "
@@ -231,63 +232,25 @@ class EmbeddedBroker:
         ensure_port_free(self.host, self.controller_port, "Kafka controller")
         config = self._write_config()
         self._format_storage(config)
-        with open(self.data_dir / "broker.out", "ab") as out:
-            self.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(config)),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent(),
-            )
+        self._service.spawn(self._java("kafka.Kafka", str(config)), self.data_dir / "broker.out")
         (self.data_dir / "broker.pid").write_text(str(self.process.pid))
         self.wait_ready(timeout)
         return self
 
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self._service.popen
+
     def wait_ready(self, timeout: float) -> None:
         """Ready means a real metadata request returns this broker; no fixed sleeps."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process is not None and self.process.poll() is not None:
-                raise BrokerStartError(
-                    f"Kafka exited with code {self.process.returncode} during start-up; "
-                    f"last lines of {self.log_file}:\n{self._tail()}"
-                )
-            try:
-                if self.settings.check_reachable(timeout=1.0) >= 1:
-                    return
-            except Exception:
-                pass
-            if time.monotonic() >= deadline:
-                self.stop()
-                raise BrokerStartError(
-                    f"Kafka did not become ready on port {self.port} within {timeout:.0f}s; "
-                    f"see {self.log_file}:\n{self._tail()}"
-                )
-            time.sleep(0.2)
-
-    def _tail(self, lines: int = 20) -> str:
-        for path in (self.log_file, self.data_dir / "broker.out"):
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()[-lines:]
-                if text:
-                    return "\n".join(text)
-        return "(no log)"
+        self._service.wait_ready(lambda: self.settings.check_reachable(timeout=1.0) >= 1,
+                                 timeout, f"port {self.port}")
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (controlled shutdown), SIGKILL if it hangs. Returns the exit code."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.process = None
+        code = self._service.stop(timeout)
         (self.data_dir / "broker.pid").unlink(missing_ok=True)
-        return proc.returncode
+        return code
 
     def run_foreground(self) -> int:
         """`groupscope broker`: start, report, and stop cleanly on Ctrl-C or SIGTERM."""
@@ -296,32 +259,13 @@ class EmbeddedBroker:
             f"Kafka {KAFKA_VERSION} ready on {self.host}:{self.port} "
             f"(data {self.data_dir}, log {self.log_file})\n"
         )
-        return wait_for_signal_then(self.stop, self.process)
+        return self._service.run_until_signal(self.stop)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def wait_for_signal_then(stop, proc: subprocess.Popen | None) -> int:
-    """Block until SIGINT/SIGTERM or the child dies; then call `stop`."""
-    stopping = {"flag": False}
-
-    def handler(signum: int, frame: object) -> None:
-        stopping["flag"] = True
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while not stopping["flag"] and proc is not None and proc.poll() is None:
-            time.sleep(0.2)
-        died = proc is not None and proc.poll() is not None and not stopping["flag"]
-        stop()
-        return 1 if died else 0
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _random_cluster_id() -> str:

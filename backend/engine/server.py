@@ -5,18 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.netutil import ensure_port_free
-from backend.proc import die_with_parent
+from backend.proc import ServiceProcess, ServiceStartError
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 
 
-class EngineStartError(RuntimeError):
+class EngineStartError(ServiceStartError):
     pass
 
 
@@ -35,7 +34,11 @@ class SparkConnectServer:
     host: str = "127.0.0.1"
     driver_memory: str = "1g"
     shuffle_partitions: int = 2
-    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _service: ServiceProcess = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._service = ServiceProcess("Spark Connect server", (self.log_file,),
+                                       EngineStartError)
 
     @property
     def remote(self) -> str:
@@ -74,69 +77,30 @@ class SparkConnectServer:
         Path(self.work_dir).mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=self.host)
         env.pop("SPARK_REMOTE", None)  # the server itself must not try to be a client
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.work_dir,
-                env=env,
-                preexec_fn=die_with_parent(),
-            )
+        self._service.spawn(self.command(), self.log_file, cwd=self.work_dir, env=env)
         self.wait_ready(timeout, warm_up)
         return self
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self._service.popen
 
     def wait_ready(self, timeout: float, warm_up: bool = True) -> None:
         """Ready means a real query answers; warming up moves Spark's ≈6 s first-query cost
         here, before any replica joins a group."""
-        from backend.engine.session import EngineUnavailable, check_engine
+        from backend.engine.session import check_engine
 
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process is not None and self.process.poll() is not None:
-                raise EngineStartError(
-                    f"Spark Connect server exited with code {self.process.returncode}; "
-                    f"last lines of {self.log_file}:\n{self._tail()}"
-                )
-            try:
-                check_engine(self.remote, warm_up=warm_up, timeout=10.0)
-                return
-            except EngineUnavailable:
-                pass
-            if time.monotonic() >= deadline:
-                self.stop()
-                raise EngineStartError(
-                    f"Spark Connect server not ready on port {self.port} within "
-                    f"{timeout:.0f}s; see {self.log_file}:\n{self._tail()}"
-                )
-            time.sleep(0.5)
-
-    def _tail(self, lines: int = 20) -> str:
-        if not self.log_file.exists():
-            return "(no log)"
-        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        self._service.wait_ready(
+            lambda: bool(check_engine(self.remote, warm_up=warm_up, timeout=10.0)),
+            timeout, f"port {self.port}", interval=0.5)
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.process = None
-        return proc.returncode
+        return self._service.stop(timeout)
 
     def run_foreground(self) -> int:
-        from backend.cluster.embedded import wait_for_signal_then
-
         self.start()
         sys.stderr.write(f"Spark Connect ready at {self.remote} (log {self.log_file})\n")
-        return wait_for_signal_then(self.stop, self.process)
+        return self._service.run_until_signal(self.stop)
 
     def __enter__(self) -> SparkConnectServer:
         return self.start()
