@@ -104,23 +104,18 @@ class Rebalancer:
                 consumer.assign(partitions)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        parts = [p for p in self._ours(partitions) if p in self.owned]
-        try:
-            if parts:
-                self._revoked(parts)
-        finally:
-            self.owned -= set(parts)
-            if self.incremental:
-                if partitions:
-                    consumer.incremental_unassign(partitions)
-            else:
-                consumer.unassign()
+        self._give_up(consumer, partitions, self._revoked)
 
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(consumer, partitions, self._lost)
+
+    def _give_up(self, consumer: Consumer, partitions: list[TopicPartition],
+                 hook: PartitionsHook) -> None:
+        """Revoked and lost differ only in the hook (commit first, or drop the work)."""
         parts = [p for p in self._ours(partitions) if p in self.owned]
         try:
             if parts:
-                self._lost(parts)
+                hook(parts)
         finally:
             self.owned -= set(parts)
             if self.incremental:
