@@ -19,6 +19,9 @@ from dashboard.pollers import Reading, observer_for, supervisor_poller
 from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
 
 REFRESH_S = 1.0
+# Ownership is what moves in a rebalance; the lanes are cheap to draw, so refresh them twice
+# as often (matching the observer's 0.5 s poll).
+LANES_REFRESH_S = 0.5
 
 
 def _snapshot(ctx: ViewContext, wait_s: float = 0.0) -> Snapshot | None:
@@ -149,7 +152,7 @@ def header_panel(ctx: ViewContext) -> None:
     draw_header(snap, ctx.target.bootstrap)
 
 
-@st.fragment(run_every=REFRESH_S)
+@st.fragment(run_every=LANES_REFRESH_S)
 def lanes_panel(ctx: ViewContext) -> None:
     snap = _snapshot(ctx)
     if snap is not None:
