@@ -176,7 +176,7 @@ def test_group_choice(protocol, assignor, incremental, props):
     if protocol == "consumer":
         assert "session.timeout.ms" not in conf and "heartbeat.interval.ms" not in conf
     else:
-        assert conf["session.timeout.ms"] == 6000 and conf["heartbeat.interval.ms"] == 1000
+        assert conf["session.timeout.ms"] == 6000 and conf["heartbeat.interval.ms"] == 500
 
 
 @pytest.mark.parametrize(("protocol", "assignor"), [
