@@ -101,6 +101,17 @@ class MicroBatch:
                   else pa.nulls(n, pa.string()) for c in TYPED_SCHEMA.names]
         return pa.Table.from_arrays(arrays, schema=TYPED_SCHEMA), bad
 
+    def absorb(self, later: MicroBatch) -> None:
+        """Append `later` (records consumed after this batch's) so both retry together."""
+        self.values += later.values
+        self.keys += later.keys
+        self.partitions += later.partitions
+        self.offsets += later.offsets
+        self.dead += later.dead
+        self.next_offsets.update(later.next_offsets)
+        if self.started is None:
+            self.started = later.started
+
     def split(self, partitions: Iterable[int]) -> MicroBatch:
         """Remove and return the part of this batch that belongs to `partitions`."""
         wanted = set(partitions)

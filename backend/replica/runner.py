@@ -19,6 +19,8 @@ import logging
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,10 @@ class Replica:
         self.state = StateStore(settings, summaries_topic(cfg.group), cfg.name)
         self.spark = SparkSummariser(cfg.spark_remote)
         self.batch = MicroBatch()
+        # Spark runs on this worker while the main thread keeps serving the group (see
+        # `_summarise`); partitions revoked or lost meanwhile are voided for the batch in flight.
+        self._spark_worker = ThreadPoolExecutor(1, thread_name_prefix="spark")
+        self._voided: set[int] = set()
         self.stopping = False
         self.processed = 0
         self.dead_letters = 0
@@ -135,8 +141,9 @@ class Replica:
                 self._poll_once()
             self._drain_on_stop()
         finally:
+            self._spark_worker.shutdown(wait=False, cancel_futures=True)
             try:
-                self.consumer.close()  # leaves the group; revoke callback flushes what is left
+                self.consumer.close()  # leaves the group (the batch was drained above)
             except KafkaException as exc:
                 log.warning("close: %s", exc)
         return self._stopped()
@@ -198,14 +205,45 @@ class Replica:
     def _drain_on_stop(self) -> None:
         """SIGTERM: finish the batch (a few tries if Spark hiccups), then commit."""
         for _ in range(3):
-            if self.batch.empty or self._process(self.batch):
+            if self.batch.empty or self._process_current():
                 return
             time.sleep(0.5)
 
     # ---- batches ---------------------------------------------------------------------
 
+    def _process_current(self) -> bool:
+        """Process the current batch while new records collect in a fresh one.
+
+        On failure the batch goes back in front of what arrived meanwhile, minus partitions
+        this replica gave up in between (their next owner reads them again).
+        """
+        inflight, self.batch = self.batch, MicroBatch()
+        if self._process(inflight):
+            return True
+        inflight.split(self._voided)
+        inflight.absorb(self.batch)
+        self.batch = inflight
+        return False
+
+    def _summarise(self, table: Any, typed: bool) -> Any:
+        """Run the Spark query on the worker and keep polling here meanwhile.
+
+        An eager rebalance waits for every member to rejoin, and a member rejoins only from
+        poll(): blocking on Spark would stall the whole group by a batch. Records consumed
+        meanwhile go into the next batch; rebalance callbacks run here, in this thread.
+        """
+        assert self.consumer is not None
+        future = self._spark_worker.submit(self.spark.summarise, table,
+                                           self.state.last_seqs(), typed=typed)
+        while True:
+            try:
+                return future.result(timeout=0.05)
+            except FutureTimeout:
+                room = max(1, self.cfg.batch_max - len(self.batch))
+                self._add(self.consumer.consume(room, 0))
+
     def _try_batch(self) -> None:
-        if self._process(self.batch):
+        if self._process_current():
             if self.spark_down:
                 self.spark_down = False
                 self._backoff = 0.5
@@ -231,6 +269,7 @@ class Replica:
 
     def _process(self, batch: MicroBatch) -> bool:
         """Summarise and persist `batch`; on success clear it and return True."""
+        self._voided = set()
         if batch.empty:
             return True
         start = time.monotonic()
@@ -244,12 +283,14 @@ class Replica:
             table = batch.to_arrow()
         if table.num_rows:
             try:
-                result = self.spark.summarise(table, self.state.last_seqs(), typed=typed)
+                result = self._summarise(table, typed)
             except Exception as exc:
                 self._report_spark_error(exc)
                 return False
             now_ms = int(time.time() * 1000)
             for (p, sid), part in result.partials.items():
+                if p in self._voided:
+                    continue  # given up while Spark ran: the next owner processes these
                 current = self.state.summaries.get(sid)
                 summary = copy.deepcopy(current) if current else Summary(sid, p)
                 summary.partition = p
@@ -263,8 +304,10 @@ class Replica:
                 for p, o, reason in result.bad:
                     i = index[(p, o)]
                     dead.append(DeadLetter(p, o, batch.keys[i], batch.values[i], reason))
+        dead = [d for d in dead if d.partition not in self._voided]
         offsets = [TopicPartition(self.cfg.topic, p, o)
-                   for p, o in sorted(batch.next_offsets.items()) if p in self.rebalancer.owned]
+                   for p, o in sorted(batch.next_offsets.items())
+                   if p in self.rebalancer.owned and p not in self._voided]
         if not self._persist(updated, dead, offsets):
             return False
         self.state.summaries.update(updated)
@@ -353,9 +396,14 @@ class Replica:
             self.consumer.pause([TopicPartition(self.cfg.topic, p) for p in partitions])
 
     def _revoked(self, partitions: list[int]) -> None:
-        pending = self.batch.split(partitions)
-        if not pending.empty and not self._process(pending):
-            log.warning("revoked %s with an unsaved batch; the next owner re-reads it", partitions)
+        """Drop, don't process, the pending records of revoked partitions.
+
+        They are neither merged into state nor committed, so the next owner reads them again
+        from the committed offset: nothing lost, nothing counted twice. Running a Spark batch
+        here instead would hold up the whole group's rebalance by a batch (seconds on a busy
+        machine). A graceful stop still finishes its batch first (`_drain_on_stop`).
+        """
+        self.batch.split(partitions)
         self._forget(partitions, EventType.REVOKED)
 
     def _lost(self, partitions: list[int]) -> None:
@@ -363,6 +411,7 @@ class Replica:
         self._forget(partitions, EventType.LOST)
 
     def _forget(self, partitions: list[int], kind: str) -> None:
+        self._voided |= set(partitions)  # a batch in flight must not persist these
         streams = self.context.revoke_partitions(partitions)
         self.state.drop(partitions)
         owned = sorted(self.rebalancer.owned - set(partitions))
