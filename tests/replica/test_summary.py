@@ -160,6 +160,21 @@ def test_micro_batch_split_and_due():
     assert not MicroBatch().due(1e9, 1, 1)
 
 
+def test_failed_batch_absorbs_what_arrived_meanwhile_in_order():
+    """A Spark failure puts the batch back in front of the records consumed while it ran."""
+    inflight, later = MicroBatch(), MicroBatch()
+    for i in range(4):
+        inflight.add(i % 2, 10 + i, b"car-%02d" % i, b"{}")
+    later.add(1, 20, b"car-01", b"{}")
+    later.add(2, 5, b"car-02", None)  # a dead letter on a partition new to the batch
+    started = inflight.started
+    inflight.split([0])  # partition 0 was revoked while Spark ran: its next owner re-reads it
+    inflight.absorb(later)
+    assert inflight.partitions == [1, 1, 1] and inflight.offsets == [11, 13, 20]
+    assert inflight.next_offsets == {1: 21, 2: 6}  # commit covers both, never partition 0
+    assert len(inflight.dead) == 1 and inflight.started == started
+
+
 @pytest.mark.parametrize(("protocol", "assignor", "incremental", "props"), [
     ("classic", None, False, {"partition.assignment.strategy": "range"}),
     ("classic", "roundrobin", False, {"partition.assignment.strategy": "roundrobin"}),
