@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "backend.replica.cli",  # replica
     "backend.supervisor.cli",  # backend, ctl
     "backend.observer.cli",  # snapshot, groups, watch
+    "backend.chaos.cli",  # chaos
 )
 
 
