@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from backend.cluster.embedded import EmbeddedBroker  # noqa: E402
+from backend.cluster.groups import describe_group  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.supervisor.auth import read_control_files  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
-from backend.supervisor.group import describe_group  # noqa: E402
 from backend.supervisor.service import _quiet_admin  # noqa: E402
 
 STANDIN = ROOT / "tests" / "supervisor" / "standin_member.py"
@@ -84,10 +84,10 @@ def main() -> int:
                         what="backend")
         client = ControlClient(ep.url, ep.token)
         wait_until(client.health, 30, what="API")
-        group, topic = "telemetry-summariser", "telemetry"
+        group = "telemetry-summariser"
 
         def members() -> list[str]:
-            return describe_group(admin, group, topic).client_ids
+            return describe_group(admin, group).client_ids
 
         n = args.replicas
         results: dict[str, float | dict[str, float]] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from backend.cluster.groups import state_name
 from backend.cluster.settings import (
     ENV_BOOTSTRAP,
     ENV_KAFKA_CONFIG,
@@ -81,23 +82,9 @@ class ClusterTarget:
             return f"{self.bootstrap or '(bootstrap from config file)'} (config not readable)"
 
 
-_STATE_NAMES = {
-    "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance",
-    "STABLE": "Stable",
-    "DEAD": "Dead",
-    "EMPTY": "Empty",
-    "UNKNOWN": "Unknown",
-}
-
-
 def _enum_name(value: object) -> str:
     name = getattr(value, "name", None)
     return str(name if name is not None else value)
-
-
-def group_state_name(value: object) -> str:
-    return _STATE_NAMES.get(_enum_name(value), _enum_name(value).title())
 
 
 def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> ClusterOverview:
@@ -115,7 +102,7 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
     ))
     result = admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 1)
     groups = tuple(sorted(
-        (GroupInfo(g.group_id, group_state_name(getattr(g, "state", "UNKNOWN")),
+        (GroupInfo(g.group_id, state_name(getattr(g, "state", "UNKNOWN")),
                    _enum_name(getattr(g, "type", "UNKNOWN")).lower(),
                    bool(g.is_simple_consumer_group))
          for g in result.valid),

@@ -19,36 +19,17 @@ from typing import NoReturn
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from backend.cluster.groups import TP, GroupMember, description_from, state_name
 from backend.cluster.settings import KafkaSettings
 
-TP = tuple[str, int]  # (topic, partition)
-
 log = logging.getLogger("groupscope.observer")
-
-# librdkafka's enum names -> the names Kafka's own tools print.
-_STATE_NAMES = {
-    "STABLE": "Stable",
-    "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance",
-    "EMPTY": "Empty",
-    "DEAD": "Dead",
-    "UNKNOWN": "Unknown",
-    "UNKOWN": "Unknown",
-}
 
 
 class CollectError(RuntimeError):
     """A poll that could not be completed; the message never contains a secret."""
 
 
-@dataclass(frozen=True)
-class RawMember:
-    member_id: str
-    client_id: str
-    host: str
-    assignment: tuple[TP, ...]
-    target: tuple[TP, ...] | None = None  # KIP-848 only: what the coordinator wants it to own
-    group_instance_id: str | None = None
+RawMember = GroupMember  # the observer's name for a member as the cluster reported it
 
 
 @dataclass(frozen=True)
@@ -72,10 +53,6 @@ class RawObservation:
     @property
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted(self.partition_counts))
-
-
-def _tps(tps: Iterable[TopicPartition] | None) -> tuple[TP, ...]:
-    return tuple(sorted((tp.topic, tp.partition) for tp in (tps or ())))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -106,17 +83,12 @@ class Collector:
 
     # ---- single requests (each returns plain data) ----------------------------------
 
-    def describe(self, group: str):
-        fut = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)[group]
-        return fut.result()
-
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, state, type) for every group the principal may DESCRIBE."""
         result = self.admin.list_consumer_groups(request_timeout=self.timeout).result()
         out = []
         for g in result.valid:
-            state = _STATE_NAMES.get(getattr(getattr(g, "state", None), "name", "UNKNOWN"),
-                                     "Unknown")
+            state = state_name(getattr(g, "state", "UNKNOWN"))
             gtype = getattr(getattr(g, "type", None), "name", "UNKNOWN").lower()
             out.append((g.group_id, state, gtype))
         return sorted(out)
@@ -177,27 +149,10 @@ class Collector:
         except KafkaException as exc:
             _raise(f"cannot read committed offsets of {group!r}", exc)
 
-        members = tuple(
-            RawMember(
-                member_id=m.member_id,
-                client_id=m.client_id,
-                host=m.host,
-                assignment=_tps(m.assignment.topic_partitions if m.assignment else ()),
-                target=None if m.target_assignment is None
-                else _tps(m.target_assignment.topic_partitions),
-                group_instance_id=m.group_instance_id,
-            )
-            for m in desc.members
-        )
+        described = description_from(group, desc)
+        members = described.members
         committed = {(tp.topic, tp.partition): tp.offset for tp in committed_raw
                      if tp.error is None and tp.offset >= 0}
-        gtype = getattr(getattr(desc, "type", None), "name", "UNKNOWN")
-        protocol = "consumer" if gtype == "CONSUMER" else "classic"
-        state = _STATE_NAMES.get(getattr(getattr(desc, "state", None), "name", ""), "Unknown")
-        if protocol == "consumer" and state == "Unknown" and members:
-            # KIP-848 groups also report Assigning / Reconciling, which librdkafka's enum
-            # has no names for: a live group moving partitions, not an unknown one
-            state = "Reconciling"
 
         if topic is not None:
             topics = {topic}
@@ -211,9 +166,9 @@ class Collector:
         return RawObservation(
             taken_ms=taken_ms,
             group=group,
-            state=state,
-            protocol=protocol,
-            assignor=desc.partition_assignor or None,
+            state=described.state,
+            protocol=described.protocol,
+            assignor=described.assignor,
             members=members,
             committed=committed,
             end_offsets=end_offsets,

@@ -19,11 +19,11 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from backend.cluster.groups import GroupDescription, describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
 from backend.supervisor.api import ControlServer, DependencyError
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
-from backend.supervisor.group import GroupView, describe_group
 from backend.supervisor.models import (
     ExternalMember,
     PartitionChange,
@@ -180,15 +180,14 @@ class SupervisorService:
             raise PoolError("the supervisor is not running")
         return self.pool
 
-    def group_view(self) -> GroupView:
+    def group_view(self) -> GroupDescription:
         assert self._admin is not None
-        return describe_group(self._admin, self.config.group, self.config.topic,
-                              timeout=DESCRIBE_TIMEOUT_S)
+        return describe_group(self._admin, self.config.group, timeout=DESCRIBE_TIMEOUT_S)
 
     def status(self) -> Status:
         pool = self._pool()
         replicas = pool.replicas()
-        view: GroupView | None = None
+        view: GroupDescription | None = None
         error = None
         try:
             view = self.group_view()
@@ -198,14 +197,16 @@ class SupervisorService:
         if view is not None:
             ours = {r.name for r in replicas}
             by_client = {m.client_id: m for m in view.members}
+            topic = self.config.topic
             annotated = []
             for r in replicas:
                 m = by_client.get(r.name)
-                annotated.append(_with_member(r, m is not None, m.partitions if m else ()))
+                annotated.append(_with_member(r, m is not None,
+                                              m.partitions(topic) if m else ()))
             replicas = annotated
             external = [ExternalMember(client_id=m.client_id, member_id=m.member_id,
                                        host=m.host, colour=colour_for(m.client_id),
-                                       partitions=m.partitions)
+                                       partitions=m.partitions(topic))
                         for m in view.members if m.client_id not in ours]
         return Status(group=self.config.group, topic=self.config.topic,
                       partitions=self._partitions, options=pool.options,

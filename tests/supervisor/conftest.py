@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.cluster.groups import describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.supervisor.auth import read_control_files
 from backend.supervisor.client import ControlClient
-from backend.supervisor.group import describe_group
 from backend.supervisor.service import _quiet_admin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,10 +73,10 @@ class Backend:
 
     def members(self) -> list[str]:
         """Client ids of the group members, as the broker reports them."""
-        return describe_group(_admin(self.kafka), self.group, self.topic).client_ids
+        return describe_group(_admin(self.kafka), self.group).client_ids
 
     def member_ids(self) -> dict[str, str]:
-        view = describe_group(_admin(self.kafka), self.group, self.topic)
+        view = describe_group(_admin(self.kafka), self.group)
         return {m.client_id: m.member_id for m in view.members}
 
     def log_tail(self, n: int = 40) -> str:

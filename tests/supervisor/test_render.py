@@ -24,7 +24,7 @@ STATUS = Status(
               _replica("bruno", "killed", True, (3, 4), ended_at=1010.0, returncode=-9,
                        exit_signal="SIGKILL")),
     external=(ExternalMember("visitor", "m-1", "/10.0.0.9", colour_for("visitor"), (5,)),),
-    group_state="STABLE", fleet={"running": True, "streams": 12, "target_rate": None,
+    group_state="Stable", fleet={"running": True, "streams": 12, "target_rate": None,
                                  "rate": 10.0, "delivered": 5, "failed": 0},
     max_replicas=64)
 
@@ -32,7 +32,7 @@ STATUS = Status(
 def test_status_table_rows_and_alignment() -> None:
     text = render_status(STATUS.to_dict())
     lines = text.splitlines()
-    assert lines[0] == ("group g (STABLE) on topic telemetry, 6 partitions; "
+    assert lines[0] == ("group g (Stable) on topic telemetry, 6 partitions; "
                         "1 replicas running, 1 external")
     header, ada, bruno, visitor = lines[1:5]
     assert header.split()[:6] == ["NAME", "STATE", "PID", "UPTIME", "MEMBER", "PARTITIONS"]
