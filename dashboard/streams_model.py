@@ -1,8 +1,8 @@
 """Rows of the Streams page from the summaries changelog (one Summary dict per stream).
 
-Summaries are the replica's `Summary.to_dict()`; this module reads them defensively (a
-missing field is shown as empty, never an exception) so a schema change upstream degrades
-one column, not the page.
+Summaries are `backend.contracts.summary.Summary.to_dict()`; this module reads them
+defensively (a missing field is shown as empty, never an exception) so a schema change
+upstream degrades one column, not the page.
 """
 
 from __future__ import annotations

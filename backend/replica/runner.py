@@ -30,13 +30,13 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import ensure_topics
 from backend.contracts import INPUT_TOPIC, EventType, dead_letter_topic, summaries_topic
+from backend.contracts.summary import Summary
 from backend.replica.batch import MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
 from backend.replica.deadletter import DeadLetter
 from backend.replica.membership import GroupChoice, Rebalancer
 from backend.replica.spark_summary import SparkSummariser
 from backend.replica.state import StateStore
-from backend.replica.summary import Summary
 from backend.replica.telemetry import Telemetry
 
 log = logging.getLogger("groupscope.replica")

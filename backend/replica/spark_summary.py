@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from backend.contracts import NUMERIC_FIELDS
+from backend.contracts.summary import WINDOW_MS, BatchPartial, FieldStats, WindowAgg
 from backend.replica.deadletter import REASON_KEY_MISMATCH, REASON_NOT_JSON
-from backend.replica.summary import WINDOW_MS, BatchPartial, FieldStats, WindowAgg
 
 log = logging.getLogger("groupscope.replica")
 

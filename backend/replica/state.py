@@ -16,7 +16,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
-from backend.replica.summary import Summary
+from backend.contracts.summary import Summary
 
 log = logging.getLogger("groupscope.replica")
 

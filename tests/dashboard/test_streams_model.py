@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.replica.summary import BatchPartial, FieldStats, Summary, WindowAgg
+from backend.contracts.summary import BatchPartial, FieldStats, Summary, WindowAgg
 from dashboard.streams_model import stream_rows
 
 

@@ -8,10 +8,10 @@ import sys
 import orjson
 import pytest
 
+from backend.contracts.summary import Summary
 from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import REASON_KEY_MISMATCH, REASON_NOT_JSON
 from backend.replica.spark_summary import SparkSummariser
-from backend.replica.summary import Summary
 from tests.replica.harness import REPO, message
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from backend.contracts import MAX_MESSAGE_BYTES
+from backend.contracts.summary import RING_SIZE, BatchPartial, FieldStats, Summary, WindowAgg
 from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import (
     REASON_NO_KEY,
@@ -15,7 +16,6 @@ from backend.replica.deadletter import (
     cheap_reason,
 )
 from backend.replica.membership import GroupChoice, MembershipConfigError
-from backend.replica.summary import RING_SIZE, BatchPartial, FieldStats, Summary, WindowAgg
 
 
 def partial(seqs: list[int], last_seq: int, sid: str = "car-01", window: int = 0,

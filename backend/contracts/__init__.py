@@ -1,7 +1,8 @@
 """The message contracts shared by replica, fleet, observer and dashboard (DESIGN.md).
 
 Plain dataclasses only: the observer must never import the replica, so everything the two
-exchange over Kafka, and the Snapshot the dashboard reads, is defined here.
+exchange over Kafka, and the Snapshot the dashboard reads, is defined in this package. The
+mergeable per-stream Summary (the changelog's value) is in `backend.contracts.summary`.
 """
 
 from __future__ import annotations

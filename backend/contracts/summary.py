@@ -1,8 +1,10 @@
-"""The mergeable per-stream Summary (DESIGN.md contract) and the per-batch partials Spark returns.
+"""The mergeable per-stream Summary (DESIGN.md contract) and the per-batch partials it merges.
 
-Pure Python, no Kafka and no Spark, so every rule here has a fast unit test. A summary proves by
-itself whether anything was lost or double-counted: `seq` is contiguous per stream, so
-`count - duplicates == last_seq + 1` and `gaps == 0` exactly when every message was merged once.
+The replica writes it to the summaries changelog; the observer, dashboard and chaos verifier
+read it back. Pure Python, no Kafka and no Spark, so every rule here has a fast unit test. A
+summary proves by itself whether anything was lost or double-counted: `seq` is contiguous per
+stream, so `count - duplicates == last_seq + 1` and `gaps == 0` exactly when every message was
+merged once.
 """
 
 from __future__ import annotations
