@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from backend.chaos import verify
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import summaries_topic
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -131,33 +131,7 @@ class EventLog:
 def read_summaries(settings: KafkaSettings, group: str, partitions: int = 6,
                    timeout: float = 20.0) -> dict[str, dict]:
     """Latest committed summary per stream, read to the end of the changelog."""
-    topic = summaries_topic(group)
-    c = Consumer(settings.client_config(**{
-        "group.id": f"test-sum-{time.time_ns()}", "enable.auto.commit": False,
-        "enable.partition.eof": True, "isolation.level": "read_committed"}))
-    try:
-        ends = {}
-        for p in range(partitions):
-            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if hi > lo:
-                ends[p] = hi
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        out: dict[str, dict] = {}
-        pending = set(ends)
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.3):
-                if m.error() is not None:
-                    eof = m.error().code() == KafkaError._PARTITION_EOF
-                    if eof and m.offset() >= ends[m.partition()]:
-                        pending.discard(m.partition())
-                    continue
-                out[m.key().decode()] = orjson.loads(m.value())
-                if m.offset() + 1 >= ends[m.partition()]:
-                    pending.discard(m.partition())
-        return out
-    finally:
-        c.close()
+    return verify.read_summaries(settings, group, timeout=timeout)
 
 
 @dataclass

@@ -1,0 +1,209 @@
+"""Carry out a chaos plan against real replica processes while the fleet produces.
+
+The replicas are the supervisor's `ReplicaPool` children (real `groupscope replica`
+processes, SIGKILL is a real crash); the load is the real `FleetSimulator`; progress is read
+by the real observer. Nothing here fakes a part: the harness only decides when to hurt.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.chaos.progress import RunMonitor
+from backend.chaos.schedule import KILL, SCALE, START, STOP, Action, plan
+from backend.chaos.verify import Verdict, judge, read_summaries
+from backend.cluster.settings import KafkaSettings
+from backend.cluster.topics import ensure_topics
+from backend.contracts import Snapshot
+from backend.fleet.simulator import FleetSimulator
+from backend.observer.observer import Observer
+from backend.supervisor.models import ReplicaOptions
+from backend.supervisor.processes import LaunchConfig, PoolError, ReplicaPool
+
+log = logging.getLogger("groupscope.chaos")
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    duration_s: float = 60.0
+    rate: float = 500.0
+    streams: int = 24
+    partitions: int = 6
+    start_replicas: int = 3
+    min_replicas: int = 1
+    max_replicas: int = 5
+    every_s: tuple[float, float] = (4.0, 9.0)
+    seed: int = 1
+    options: ReplicaOptions = field(default_factory=ReplicaOptions)
+    drain_timeout_s: float = 180.0
+    batch_ms: int = 500
+    name: str = ""  # group/topic suffix; default: chaos-<epoch seconds>
+
+
+@dataclass
+class ChaosReport:
+    config: ChaosConfig
+    group: str
+    topic: str
+    done: dict[str, int]  # action kind -> carried out
+    skipped: int  # actions the pool refused (e.g. the victim was already stopping)
+    rebalances: int
+    longest_stall_s: float
+    longest_rebalance_gap_s: float
+    max_lag: int
+    drain_s: float | None  # None: did not drain in time
+    verdict: Verdict | None
+    producer_failures: int
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        v = self.verdict
+        if self.error or v is None or self.drain_s is None or self.producer_failures:
+            return False
+        if v.lost or v.unexpected:
+            return False
+        return not (self.config.options.exactly_once and v.duplicates)
+
+
+Progress = Callable[[str], None]
+
+
+class ChaosRun:
+    def __init__(self, settings: KafkaSettings, spark_remote: str | None, config: ChaosConfig,
+                 log_dir: Path, kafka_config: str | None = None,
+                 progress: Progress = print) -> None:
+        self.settings = settings
+        self.config = config
+        name = config.name or f"chaos-{int(time.time())}"
+        self.group, self.topic = f"{name}-group", f"{name}-telemetry"
+        self.progress = progress
+        self.rng = random.Random(config.seed)
+        self.pool = ReplicaPool(
+            LaunchConfig(group=self.group, topic=self.topic, bootstrap=settings.bootstrap,
+                         kafka_config=kafka_config, spark_remote=spark_remote,
+                         extra_args=("--batch-ms", str(config.batch_ms)), log_dir=log_dir),
+            options=config.options, max_replicas=max(config.max_replicas, 1) + 4)
+        self.monitor = RunMonitor()
+        self.done = dict.fromkeys((KILL, STOP, START, SCALE), 0)
+        self.skipped = 0
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    def execute(self) -> ChaosReport:
+        cfg = self.config
+        ensure_topics(self.settings, group=self.group, topic=self.topic,
+                      partitions=cfg.partitions)
+        actions = plan(cfg.duration_s, cfg.seed, cfg.start_replicas, cfg.min_replicas,
+                       cfg.max_replicas, cfg.every_s)
+        self.progress(f"chaos: group {self.group}, {len(actions)} actions planned over "
+                      f"{cfg.duration_s:.0f}s at {cfg.rate:.0f} msg/s")
+        fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.streams,
+                               rate=cfg.rate)
+        observer = Observer(self.settings, self.group, self.topic, interval=0.5,
+                            sample_every=3600, read_generation=False)
+        drain_s: float | None = None
+        verdict: Verdict | None = None
+        error: str | None = None
+        stats = None
+        try:
+            observer.start()
+            self.pool.scale(cfg.start_replicas)
+            fleet.start()
+            self._play(actions, observer, time.monotonic())
+            self._ensure_one_replica()
+            stats = fleet.stop()
+            self.progress(f"chaos: produced {stats.delivered} messages; draining")
+            drain_s = self._drain(observer)
+            if drain_s is None:
+                error = f"the group did not catch up within {cfg.drain_timeout_s:.0f}s"
+            else:
+                verdict = judge(dict(stats.next_seq), read_summaries(self.settings, self.group))
+        finally:
+            if stats is None:
+                stats = fleet.stop()
+            self.pool.shutdown()
+            observer.stop()
+        return ChaosReport(
+            config=cfg, group=self.group, topic=self.topic, done=dict(self.done),
+            skipped=self.skipped, rebalances=self.monitor.rebalances,
+            longest_stall_s=round(self.monitor.stalls.longest_s, 2),
+            longest_rebalance_gap_s=round(self.monitor.longest_rebalance_gap_ms / 1000, 2),
+            max_lag=self.monitor.max_lag, drain_s=drain_s, verdict=verdict,
+            producer_failures=stats.failed, error=error)
+
+    def _play(self, actions: list[Action], observer: Observer, t0: float) -> None:
+        pending = list(actions)
+        next_note = 0.0
+        while time.monotonic() - t0 < self.config.duration_s:
+            now = time.monotonic() - t0
+            self._watch(observer)
+            while pending and pending[0].at_s <= now:
+                self._apply(pending.pop(0))
+            if now >= next_note:
+                next_note = now + 10
+                self.progress(f"chaos: {now:5.0f}s  active {self.pool.active_count():2d}  "
+                              f"rebalances {self.monitor.rebalances:3d}  "
+                              f"lag {self._lag(observer):6d}")
+            time.sleep(0.25)
+
+    def _apply(self, action: Action) -> None:
+        try:
+            if action.kind in (KILL, STOP):
+                live = sorted(r.name for r in self.pool.replicas() if r.state == "running")
+                if len(live) <= self.config.min_replicas:
+                    self.skipped += 1
+                    return
+                victim = self.rng.choice(live)
+                (self.pool.kill if action.kind == KILL else self.pool.stop)(victim)
+            elif action.kind == START:
+                self.pool.start()
+            else:
+                self.pool.scale(action.replicas)
+        except PoolError as exc:
+            self.skipped += 1
+            log.info("chaos: %s skipped: %s", action.kind, exc)
+            return
+        self.done[action.kind] += 1
+
+    def _ensure_one_replica(self) -> None:
+        if self.pool.active_count() < 1:
+            self.pool.scale(1)
+
+    def _watch(self, observer: Observer) -> Snapshot | None:
+        snap = observer.latest()
+        if snap is not None and snap.taken_ms != getattr(self, "_last_ms", None):
+            self._last_ms = snap.taken_ms
+            self.monitor.observe(snap.taken_ms / 1000, snap)
+        return snap
+
+    @staticmethod
+    def _lag(observer: Observer) -> int:
+        snap = observer.latest()
+        return snap.total_lag if snap is not None else -1
+
+    def _drain(self, observer: Observer) -> float | None:
+        """Seconds until every input partition's committed offset reaches its end, or None.
+
+        Only snapshots taken after the fleet stopped count: their end offsets are final."""
+        t0 = time.monotonic()
+        stopped_ms = int(time.time() * 1000)
+        next_note = 0.0
+        while time.monotonic() - t0 < self.config.drain_timeout_s:
+            snap = self._watch(observer)
+            if snap is not None and not snap.error and snap.taken_ms > stopped_ms:
+                parts = snap.partitions
+                if len(parts) == self.config.partitions and all(
+                        (p.committed or 0) >= p.end for p in parts):
+                    return round(time.monotonic() - t0, 2)
+                waited = time.monotonic() - t0
+                if waited >= next_note:
+                    next_note = waited + 10
+                    self.progress(f"chaos: draining, lag {snap.total_lag}")
+            time.sleep(0.25)
+        return None

@@ -1,0 +1,112 @@
+"""Read every stream's latest Summary and judge it against what the fleet produced.
+
+The Summary contract makes the judgement exact: seqs are contiguous from 0 per stream, so a
+stream produced `n` messages is complete when its summary saw seqs 0..n-1 (`last_seq == n-1`,
+no gaps); `duplicates` counts messages merged more than once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from backend.contracts import summaries_topic
+
+
+@dataclass(frozen=True)
+class StreamVerdict:
+    stream_id: str
+    produced: int
+    processed: int  # messages merged, duplicates included
+    lost: int
+    duplicates: int
+    unexpected: int  # seqs beyond what the fleet says it produced (should never happen)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    streams: tuple[StreamVerdict, ...]
+
+    @property
+    def produced(self) -> int:
+        return sum(s.produced for s in self.streams)
+
+    @property
+    def processed(self) -> int:
+        return sum(s.processed for s in self.streams)
+
+    @property
+    def lost(self) -> int:
+        return sum(s.lost for s in self.streams)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(s.duplicates for s in self.streams)
+
+    @property
+    def unexpected(self) -> int:
+        return sum(s.unexpected for s in self.streams)
+
+
+def judge(produced: dict[str, int], summaries: dict[str, dict]) -> Verdict:
+    """`produced`: messages per stream (seq 0..n-1); `summaries`: latest Summary dict per stream."""
+    out = []
+    for stream in sorted(set(produced) | set(summaries)):
+        n = produced.get(stream, 0)
+        s = summaries.get(stream)
+        if s is None:
+            out.append(StreamVerdict(stream, n, 0, n, 0, 0))
+            continue
+        count, dups = int(s.get("count", 0)), int(s.get("duplicates", 0))
+        last_seq, gaps = int(s.get("last_seq", -1)), int(s.get("gaps", 0))
+        distinct = last_seq + 1 - gaps  # seqs 0..last_seq seen at least once
+        seen_in_range = min(distinct, n)
+        out.append(StreamVerdict(
+            stream_id=stream, produced=n, processed=count,
+            lost=n - seen_in_range,
+            duplicates=dups,
+            unexpected=max(0, last_seq + 1 - n),
+        ))
+    return Verdict(tuple(out))
+
+
+def read_summaries(settings: KafkaSettings, group: str, timeout: float = 20.0) -> dict[str, dict]:
+    """The latest committed summary per stream, read to the end of the changelog as it is now."""
+    topic = summaries_topic(group)
+    c = Consumer(settings.client_config(**{
+        "group.id": f"groupscope-verify-{time.time_ns()}", "enable.auto.commit": False,
+        "enable.partition.eof": True, "isolation.level": "read_committed"}))
+    try:
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise RuntimeError(f"cannot read {topic}: {meta.error if meta else 'no metadata'}")
+        ends = {}
+        for p in meta.partitions:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if hi > lo:
+                ends[p] = hi
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        out: dict[str, dict] = {}
+        pending = set(ends)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.3):
+                if m.error() is not None:
+                    eof = m.error().code() == KafkaError._PARTITION_EOF
+                    if eof and m.offset() >= ends[m.partition()]:
+                        pending.discard(m.partition())
+                    continue
+                if m.key() is not None and m.value() is not None:
+                    out[m.key().decode()] = orjson.loads(m.value())
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+        if pending:
+            raise TimeoutError(f"changelog partitions {sorted(pending)} not read to their end "
+                               f"within {timeout:.0f}s")
+        return out
+    finally:
+        c.close()

@@ -1,0 +1,76 @@
+"""Chaos against the real broker, Spark and replica processes: disrupt, drain, verify."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from backend.chaos.report import render, to_dict
+from backend.chaos.run import ChaosConfig, ChaosReport, ChaosRun
+from backend.chaos.verify import judge
+from backend.supervisor.models import ReplicaOptions
+from tests.replica.harness import REPO
+
+
+def _run(kafka, spark_remote, artifacts_dir, unique, **overrides) -> ChaosReport:
+    config = ChaosConfig(**{"duration_s": 40.0, "rate": 300.0, "streams": 24, "partitions": 6,
+                            "start_replicas": 3, "min_replicas": 1, "max_replicas": 4,
+                            "every_s": (3.0, 6.0), "seed": 3, "drain_timeout_s": 150.0,
+                            "name": f"chaos-{unique}", **overrides})
+    lines: list[str] = []
+    report = ChaosRun(kafka, spark_remote, config, artifacts_dir / f"chaos-{unique}",
+                      progress=lines.append).execute()
+    print("\n".join(lines), render(report), sep="\n")
+    return report
+
+
+@pytest.mark.timeout(300)
+def test_at_least_once_loses_nothing_under_kills_stops_and_scaling(kafka, spark_remote,
+                                                                    artifacts_dir, unique):
+    r = _run(kafka, spark_remote, artifacts_dir, unique)
+    assert r.error is None and r.drain_s is not None
+    assert r.done["kill"] >= 1 and sum(r.done.values()) >= 4
+    assert r.rebalances >= 2
+    v = r.verdict
+    assert v is not None and v.produced >= 0.8 * 40 * 300
+    assert (v.lost, v.unexpected) == (0, 0)
+    assert v.processed == v.produced + v.duplicates  # every message once, replays counted
+    assert r.longest_stall_s > 0  # a SIGKILL holds its partitions until the session ends
+    assert r.ok
+
+
+@pytest.mark.timeout(300)
+def test_exactly_once_has_no_duplicates_under_kills(kafka, spark_remote, artifacts_dir, unique):
+    r = _run(kafka, spark_remote, artifacts_dir, unique, duration_s=30.0, seed=5,
+             options=ReplicaOptions("classic", "cooperative-sticky", True))
+    v = r.verdict
+    assert r.done["kill"] >= 1 and v is not None
+    assert (v.lost, v.duplicates, v.unexpected) == (0, 0, 0)
+    assert v.processed == v.produced and r.ok
+
+
+def test_a_report_with_a_lost_message_fails(tmp_path) -> None:
+    verdict = judge({"car-01": 10}, {"car-01": {"count": 9, "last_seq": 8}})
+    report = ChaosReport(config=ChaosConfig(), group="g", topic="t", done={"kill": 1},
+                         skipped=0, rebalances=1, longest_stall_s=1.0,
+                         longest_rebalance_gap_s=1.0, max_lag=5, drain_s=2.0,
+                         verdict=verdict, producer_failures=0)
+    assert not report.ok and "FAIL" in render(report) and to_dict(report)["lost"] == 1
+    eos = ChaosReport(**{**report.__dict__, "verdict": judge(
+        {"a": 2}, {"a": {"count": 3, "last_seq": 1, "duplicates": 1}}),
+        "config": ChaosConfig(options=ReplicaOptions(exactly_once=True))})
+    assert not eos.ok  # a duplicate is a failure in exactly-once mode
+
+
+def test_cli_refuses_bad_bounds_and_a_missing_engine_in_one_line(kafka) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "backend.cli", "chaos", *args,
+                               "--bootstrap", kafka.bootstrap], cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+    bad = run("--replicas", "6", "--max-replicas", "5")
+    assert bad.returncode == 2 and "--max-replicas" in bad.stderr and "Traceback" not in bad.stderr
+    nothing = run("--spark-remote", "sc://127.0.0.1:9")
+    assert nothing.returncode == 2 and "nothing is listening" in nothing.stderr
+    assert "Traceback" not in nothing.stderr
