@@ -50,6 +50,38 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
     p.set_defaults(func=_watch)
 
+    p = sub.add_parser("soak", help="run the stack, kill replicas on a timer, check for leaks",
+                       description="Start `groupscope up` on a temporary data dir and free "
+                                   "ports, kill a replica every K s through the control API, "
+                                   "sample RSS, fds, threads and zombies of every process, "
+                                   "stop the stack and check nothing is left. Exit code 1 "
+                                   "when a check fails.")
+    p.add_argument("--duration", type=_positive_float, default=120.0, metavar="S",
+                   help="seconds to run once the stack is up (default 120)")
+    p.add_argument("--kill-every", type=_positive_float, default=20.0, metavar="K",
+                   help="seconds between replica kills (default 20)")
+    p.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
+                   help="seconds between samples (default 2)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+                   help="also write the result as JSON")
+    p.set_defaults(func=_soak)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from backend.stack.soak import main
+
+    return main(args.duration, args.kill_every, args.interval, args.json)
+
 
 def _idle_until_signal(reason: str) -> int:
     """Honcho stops every process when one exits, so a skipped process waits instead."""

@@ -1,0 +1,464 @@
+"""`groupscope soak`: run the whole stack, kill replicas on a timer, watch for resource leaks.
+
+It starts `groupscope up` as a subprocess on its own data directory and free ports, kills a
+replica every K seconds through the control API (and starts a replacement, so three keep
+running), and samples every process of the stack (the `/proc` descendants of `up`): RSS, open
+file descriptors, threads, and zombies. At the end it stops `up` with SIGINT, as Ctrl-C would.
+
+Checks (any failing one makes the exit code 1):
+
+* **no orphans** - after `up` has exited, no process it ever had is alive, and no process
+  carrying this run's marker in its environment survives (that catches processes that were
+  re-parented before a sample saw them);
+* **no lingering zombies** - a zombie may be seen in one sample (it died since the last one
+  and its parent has not reaped it yet) but never in two consecutive samples;
+* **memory flat within 20 %** - the first 25 % of the run is warm-up (JVM heaps grow, Spark
+  and Streamlit load lazily). After it, for every long-lived role (broker, spark, backend,
+  web) max RSS / min RSS <= 1.2, where a role's RSS is the sum over its process subtree
+  (e.g. the `groupscope broker` wrapper and its JVM). Replicas are replaced by the kills,
+  so they are judged as one *replica slot*: each incarnation that lived through at least
+  one whole kill interval contributes its largest RSS, and over those (after warm-up)
+  max / min <= 1.2 - a leak that each new replica inherits, or that grows with replica
+  age, shows up there;
+* **no fd / thread growth** - per long-lived role, the last sample after warm-up exceeds the
+  first by no more than max(20 %, 16) fds and max(20 %, 8) threads; for the replica slot
+  the same rule compares the first and the last judged incarnation at their peak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROLES = ("broker", "spark", "backend", "web")
+RSS_RATIO = 1.2
+WARMUP_FRACTION = 0.25
+FD_SLACK, THREAD_SLACK = 16, 8
+MARKER_ENV = "GROUPSCOPE_SOAK_MARKER"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    pid: int
+    ppid: int
+    start: int  # clock ticks since boot: (pid, start) names a process across pid reuse
+    state: str
+    rss: int  # bytes
+    fds: int
+    threads: int
+    cmdline: str
+
+
+def read_proc(pid: int) -> ProcSample | None:
+    """One process from /proc, or None when it vanished meanwhile."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # comm may contain spaces and parentheses: split after the last ')'
+        rest = stat[stat.rindex(")") + 2:].split()
+        state, ppid, threads, start, rss_pages = rest[0], int(rest[1]), int(rest[17]), \
+            int(rest[19]), int(rest[21])
+        try:
+            fds = len(os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            fds = 0
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace").strip() or f"[{stat[stat.index('(') + 1:stat.rindex(')')]}]"
+    except (OSError, ValueError, IndexError):
+        return None
+    return ProcSample(pid, ppid, start, state, rss_pages * PAGE, fds, threads, cmd)
+
+
+def all_processes() -> dict[int, ProcSample]:
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            sample = read_proc(int(entry))
+            if sample is not None:
+                out[sample.pid] = sample
+    return out
+
+
+def descendants(root: int, procs: dict[int, ProcSample]) -> list[ProcSample]:
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(procs[pid])
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def replica_name(cmd: str) -> str | None:
+    parts = cmd.split()
+    if "replica" in parts and "--id" in parts:
+        i = parts.index("--id")
+        return parts[i + 1] if i + 1 < len(parts) else None
+    return None
+
+
+def classify(root: int, procs: dict[int, ProcSample]) -> dict[tuple[int, int], str]:
+    """(pid, start) -> role: broker/spark/backend/web for a subtree, `replica:NAME@start`."""
+    roles: dict[tuple[int, int], str] = {}
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+
+    def walk(pid: int, role: str) -> None:
+        p = procs[pid]
+        name = replica_name(p.cmdline)
+        if name:
+            role = f"replica:{name}@{p.start}"
+        roles[(p.pid, p.start)] = role
+        for c in children.get(pid, []):
+            walk(c, role)
+
+    for pid in children.get(root, []):
+        cmd = procs[pid].cmdline
+        role = next((r for r in ROLES if f"groupscope {r}" in cmd or f"cli {r}" in cmd),
+                    "web" if "streamlit" in cmd else "other")
+        walk(pid, role)
+    return roles
+
+
+@dataclass
+class Tick:
+    t: float  # seconds since the stack was up
+    roles: dict[str, dict[str, int]]  # role -> rss, fds, threads, procs
+    zombies: list[tuple[int, int, str]]
+
+
+@dataclass
+class RoleReport:
+    role: str
+    rss_first_mb: float
+    rss_last_mb: float
+    rss_max_mb: float
+    rss_min_mb: float
+    fds_first: int
+    fds_last: int
+    threads_first: int
+    threads_last: int
+    samples: int
+    verdict: str
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SoakResult:
+    duration: float
+    kill_every: float
+    kills: int
+    kill_errors: list[str]
+    samples: int
+    roles: list[RoleReport]
+    orphans: list[str]
+    lingering_zombies: list[str]
+    up_exit: int | None
+    problems: list[str]
+    loadavg: tuple[float, float, float]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _growth_ok(first: int, last: int, slack: int) -> bool:
+    return last - first <= max(slack, first * (RSS_RATIO - 1))
+
+
+def judge_role(role: str, ticks: list[Tick], warm_from: float) -> RoleReport:
+    series = [(t.t, t.roles[role]) for t in ticks if role in t.roles]
+    steady = [v for ts, v in series if ts >= warm_from] or [v for _, v in series]
+    problems = []
+    if not series:
+        return RoleReport(role, 0, 0, 0, 0, 0, 0, 0, 0, 0, "FAIL", [f"{role}: never sampled"])
+    rss = [v["rss"] for v in steady]
+    if min(rss) and max(rss) / min(rss) > RSS_RATIO:
+        problems.append(f"{role}: RSS after warm-up {min(rss) / 2**20:.0f}..{max(rss) / 2**20:.0f}"
+                        f" MB, more than {RSS_RATIO:.1f}x")
+    first, last = steady[0], steady[-1]
+    if not _growth_ok(first["fds"], last["fds"], FD_SLACK):
+        problems.append(f"{role}: fds grew {first['fds']} -> {last['fds']}")
+    if not _growth_ok(first["threads"], last["threads"], THREAD_SLACK):
+        problems.append(f"{role}: threads grew {first['threads']} -> {last['threads']}")
+    return RoleReport(role, first["rss"] / 2**20, last["rss"] / 2**20, max(rss) / 2**20,
+                      min(rss) / 2**20, first["fds"], last["fds"], first["threads"],
+                      last["threads"], len(steady), "ok" if not problems else "FAIL", problems)
+
+
+def judge_replica_slot(ticks: list[Tick], warm_from: float, kill_every: float) -> RoleReport:
+    """Each replica incarnation that lived >= one kill interval, at its peak, in birth order."""
+    lives: dict[str, list[tuple[float, dict[str, int]]]] = {}
+    for t in ticks:
+        for role, v in t.roles.items():
+            if role.startswith("replica:"):
+                lives.setdefault(role, []).append((t.t, v))
+    peaks = []
+    for _, series in sorted(lives.items(), key=lambda kv: kv[1][0][0]):
+        born, died = series[0][0], series[-1][0]
+        if died - born >= kill_every and born >= warm_from:
+            peaks.append({k: max(v[k] for _, v in series) for k in ("rss", "fds", "threads")})
+    if len(peaks) < 2:  # a short run: fall back to every incarnation seen after warm-up
+        peaks = [{k: max(v[k] for _, v in s) for k in ("rss", "fds", "threads")}
+                 for _, s in sorted(lives.items(), key=lambda kv: kv[1][0][0])
+                 if s[-1][0] >= warm_from]
+    if not peaks:
+        return RoleReport("replica slot", 0, 0, 0, 0, 0, 0, 0, 0, 0, "FAIL",
+                          ["replica slot: no replica sampled"])
+    problems = []
+    rss = [p["rss"] for p in peaks]
+    if max(rss) / min(rss) > RSS_RATIO:
+        problems.append(f"replica slot: peak RSS per incarnation {min(rss) / 2**20:.0f}.."
+                        f"{max(rss) / 2**20:.0f} MB, more than {RSS_RATIO:.1f}x")
+    first, last = peaks[0], peaks[-1]
+    if not _growth_ok(first["fds"], last["fds"], FD_SLACK):
+        problems.append(f"replica slot: fds grew {first['fds']} -> {last['fds']}")
+    if not _growth_ok(first["threads"], last["threads"], THREAD_SLACK):
+        problems.append(f"replica slot: threads grew {first['threads']} -> {last['threads']}")
+    return RoleReport("replica slot", first["rss"] / 2**20, last["rss"] / 2**20,
+                      max(rss) / 2**20, min(rss) / 2**20, first["fds"], last["fds"],
+                      first["threads"], last["threads"], len(peaks),
+                      "ok" if not problems else "FAIL", problems)
+
+
+class Soak:
+    def __init__(self, duration: float, kill_every: float, interval: float = 2.0,
+                 out=None, keep_dir: Path | None = None) -> None:
+        self.duration = duration
+        self.kill_every = kill_every
+        self.interval = interval
+        self.out = out or sys.stdout
+        self.keep_dir = keep_dir
+        self.marker = uuid.uuid4().hex
+        self.ticks: list[Tick] = []
+        self.seen: dict[tuple[int, int], str] = {}  # every (pid, start) ever seen -> cmdline
+        self.zombie_runs: dict[tuple[int, int], int] = {}
+        self.lingering: dict[tuple[int, int], str] = {}
+        self.kills = 0
+        self.kill_errors: list[str] = []
+        self.lines: list[str] = []
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def _env(self, root: Path) -> dict[str, str]:
+        from backend.netutil import free_port
+
+        env = dict(os.environ, GROUPSCOPE_DATA=str(root / "data"),
+                   GROUPSCOPE_KAFKA_PORT=str(free_port()),
+                   GROUPSCOPE_SPARK_PORT=str(free_port()),
+                   GROUPSCOPE_WEB_PORT=str(free_port()), PYTHONUNBUFFERED="1")
+        env[MARKER_ENV] = self.marker
+        for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "SPARK_REMOTE"):
+            env.pop(key, None)
+        return env
+
+    def sample(self, root: int, t: float) -> None:
+        procs = all_processes()
+        roles = classify(root, procs)
+        agg: dict[str, dict[str, int]] = {}
+        zombies, current = [], set()
+        for (pid, start), role in roles.items():
+            p = procs[pid]
+            self.seen.setdefault((pid, start), p.cmdline)
+            if p.state == "Z":
+                zombies.append((pid, start, role))
+                current.add((pid, start))
+                continue
+            a = agg.setdefault(role, {"rss": 0, "fds": 0, "threads": 0, "procs": 0})
+            a["rss"] += p.rss
+            a["fds"] += p.fds
+            a["threads"] += p.threads
+            a["procs"] += 1
+        for key in list(self.zombie_runs):
+            if key not in current:
+                del self.zombie_runs[key]
+        for pid, start, role in zombies:
+            self.zombie_runs[(pid, start)] = self.zombie_runs.get((pid, start), 0) + 1
+            if self.zombie_runs[(pid, start)] >= 2:
+                p, parent = procs[pid], procs.get(procs[pid].ppid)
+                self.lingering[(pid, start)] = (
+                    f"pid {pid} {p.cmdline} ({role}, parent {p.ppid} "
+                    f"{parent.cmdline[:60] if parent else '?'}) a zombie in "
+                    f"{self.zombie_runs[(pid, start)]} samples, last at {t:.0f}s")
+        self.ticks.append(Tick(t, agg, zombies))
+
+    def _kill_one(self, client) -> None:
+        from backend.supervisor.client import ControlError
+
+        try:
+            running = sorted((r for r in client.status().replicas if r.state == "running"),
+                             key=lambda r: r.started_at or 0)
+            if not running:
+                self.kill_errors.append("no running replica to kill")
+                return
+            victim = running[0]
+            client.kill(victim.name)
+            self.kills += 1
+            new = client.start()
+            self.say(f"  soak | killed {victim.name} (pid {victim.pid}), started {new.name}")
+        except ControlError as exc:
+            self.kill_errors.append(str(exc))
+            self.say(f"  soak | control API: {exc}")
+
+    def _orphans(self) -> list[str]:
+        out = []
+        for (pid, start), cmd in self.seen.items():
+            p = read_proc(pid)
+            if p is not None and p.start == start and p.state != "Z":
+                out.append(f"pid {pid}: {cmd[:100]}")
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            if f"{MARKER_ENV}={self.marker}".encode() in environ:
+                p = read_proc(int(pid))
+                label = f"pid {pid}: {p.cmdline[:100] if p else '?'}"
+                if label not in out and (p is None or p.state != "Z"):
+                    out.append(label)
+        return out
+
+    def run(self) -> SoakResult:
+        from backend.supervisor.client import ControlClient, ControlError
+
+        tmp = tempfile.mkdtemp(prefix="groupscope-soak-", dir=self.keep_dir)
+        root = Path(tmp)
+        env = self._env(root)
+        up = subprocess.Popen([sys.executable, "-m", "backend.cli", "up"], env=env,
+                              cwd=Path(__file__).resolve().parents[2],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+        ready = threading.Event()
+
+        def relay() -> None:
+            assert up.stdout is not None
+            with (root / "up.log").open("wb") as log:
+                for raw in up.stdout:
+                    log.write(raw)
+                    log.flush()
+                    line = raw.decode(errors="replace").rstrip()
+                    self.lines.append(line)
+                    if "groupscope is up" in line:
+                        ready.set()
+
+        threading.Thread(target=relay, daemon=True).start()
+        problems: list[str] = []
+        up_exit: int | None = None
+        try:
+            deadline = time.monotonic() + 420
+            while not ready.wait(0.5):
+                if up.poll() is not None or time.monotonic() > deadline:
+                    tail = "\n".join(self.lines[-20:])
+                    raise RuntimeError(f"`groupscope up` did not come up:\n{tail}")
+            self.say(f"  soak | stack up; sampling every {self.interval:.0f}s for "
+                     f"{self.duration:.0f}s, a kill every {self.kill_every:.0f}s "
+                     f"(data in {root})")
+            client = ControlClient.discover(root / "data", timeout=20)
+            t0 = time.monotonic()
+            next_kill = t0 + self.kill_every
+            next_sample = t0
+            while (now := time.monotonic()) - t0 < self.duration:
+                if up.poll() is not None:
+                    problems.append(f"`groupscope up` exited early with {up.returncode}")
+                    break
+                if now >= next_sample:
+                    self.sample(up.pid, now - t0)
+                    next_sample += self.interval
+                if now >= next_kill:
+                    self._kill_one(client)
+                    next_kill += self.kill_every
+                time.sleep(max(0.05, min(next_sample, next_kill) - time.monotonic()))
+            self.sample(up.pid, time.monotonic() - t0)
+            with contextlib.suppress(ControlError):
+                client.status()
+        except RuntimeError as exc:
+            problems.append(str(exc))
+        finally:
+            up_exit = self._stop_up(up)
+        orphans = self._orphans()
+        self._kill_orphans()
+        loadavg = os.getloadavg()
+        warm_from = self.duration * WARMUP_FRACTION
+        roles = [judge_role(r, self.ticks, warm_from) for r in ROLES] if self.ticks else []
+        if self.ticks:
+            roles.append(judge_replica_slot(self.ticks, warm_from, self.kill_every))
+        for r in roles:
+            problems.extend(r.problems)
+        problems.extend(f"orphan {o}" for o in orphans)
+        problems.extend(f"lingering zombie {z}" for z in self.lingering.values())
+        if self.ticks and self.kills == 0:
+            problems.append("no replica was killed")
+        if up_exit not in (0, 130):
+            problems.append(f"`groupscope up` exited with {up_exit} on SIGINT")
+        return SoakResult(self.duration, self.kill_every, self.kills, self.kill_errors,
+                          len(self.ticks), roles, orphans, list(self.lingering.values()),
+                          up_exit, problems, loadavg)
+
+    def _stop_up(self, up: subprocess.Popen) -> int | None:
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)  # what Ctrl-C delivers
+            try:
+                return up.wait(150)
+            except subprocess.TimeoutExpired:
+                self.say("  soak | `up` did not stop in 150s; killing its group")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(up.pid, signal.SIGKILL)
+                up.wait(10)
+                return None
+        return up.returncode
+
+    def _kill_orphans(self) -> None:
+        """A failed run must not leave the stack behind on the machine."""
+        for (pid, start) in self.seen:
+            p = read_proc(pid)
+            if p is not None and p.start == start:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def format_table(result: SoakResult) -> str:
+    head = (f"{'process':<13} {'RSS MB first':>12} {'last':>7} {'max':>7} {'min':>7} "
+            f"{'fds first':>9} {'last':>5} {'thr first':>9} {'last':>5}  verdict")
+    rows = [head, "-" * len(head)]
+    for r in result.roles:
+        rows.append(f"{r.role:<13} {r.rss_first_mb:>12.0f} {r.rss_last_mb:>7.0f} "
+                    f"{r.rss_max_mb:>7.0f} {r.rss_min_mb:>7.0f} {r.fds_first:>9} "
+                    f"{r.fds_last:>5} {r.threads_first:>9} {r.threads_last:>5}  {r.verdict}")
+    rows.append("")
+    rows.append(f"duration {result.duration:.0f}s, kill every {result.kill_every:.0f}s: "
+                f"{result.kills} kills, {result.samples} samples; orphans: "
+                f"{len(result.orphans)}; lingering zombies: {len(result.lingering_zombies)}; "
+                f"load average {' '.join(f'{x:.2f}' for x in result.loadavg)}")
+    rows.append("verdict: " + ("ok" if result.ok else "FAIL"))
+    rows.extend(f"  - {p}" for p in result.problems)
+    return "\n".join(rows)
+
+
+def to_json(result: SoakResult) -> dict:
+    d = asdict(result)
+    d["ok"] = result.ok
+    return d
+
+
+def main(duration: float, kill_every: float, interval: float, json_path: Path | None) -> int:
+    result = Soak(duration, kill_every, interval).run()
+    print(format_table(result), flush=True)
+    if json_path:
+        json_path.write_text(json.dumps(to_json(result), indent=2))
+    return 0 if result.ok else 1
