@@ -62,22 +62,55 @@ class Observer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.last_error: str | None = None
+        self._suspect = False  # the last poll failed: probe with metadata before describing
 
     # ---- one cycle -------------------------------------------------------------------
 
     def poll_once(self) -> Snapshot:
         with self._lock:
+            if self._suspect and not self._reconnect():
+                return self._publish_error(self.last_error or "cluster unreachable")
             generation = self._generation()
             try:
                 obs = self.collector.collect(self.group, self.topic)
                 if generation is not None:
                     obs = replace(obs, generation=generation)
             except CollectError as exc:
+                self._suspect = True
                 return self._publish_error(str(exc))
             except Exception as exc:  # a broken connection must not kill the loop
+                self._suspect = True
                 return self._publish_error(_error_text(exc))
             self.last_error = None
             return self._publish(self._build(obs))
+
+    def _reconnect(self) -> bool:
+        """After a failed poll: no group request until the cluster answers again, then a new
+        client whose connection is up before the first coordinator request.
+
+        librdkafka 2.16 aborts the whole process (`rd_kafka_enq_once_del_source_return:
+        Assertion eonce->refcnt > 0`) when a coordinator-bound admin request (describe group,
+        offset fetch) meets a broker connection that is not up - exactly what repeated
+        describes during a broker restart produce. A metadata request is not coordinator
+        bound, so it is the safe probe; the old client, with its failed coordinator state,
+        is replaced.
+        """
+        try:
+            self.collector.admin.list_topics(timeout=2.0)
+        except Exception as exc:
+            self.last_error = f"cluster unreachable: {_error_text(exc)}"
+            return False
+        fresh = Collector(self.settings)
+        try:
+            fresh.admin.list_topics(timeout=5.0)  # connection up before any group request
+        except Exception as exc:
+            fresh.close()
+            self.last_error = f"cluster unreachable: {_error_text(exc)}"
+            return False
+        old, self.collector = self.collector, fresh
+        old.close()
+        self._suspect = False
+        return True
 
     def _generation(self) -> int | None:
         """Drained *before* describing, so a generation is never newer than the members."""
