@@ -1,0 +1,63 @@
+"""Fixtures for restart tests: processes the test owns (and stops), never the shared ones."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from backend.cluster.settings import KafkaSettings
+from tests.replica.harness import ReplicaFleet
+
+
+@pytest.fixture
+def replica_fleet_factory(tmp_path: Path, artifacts_dir: Path,
+                          request: pytest.FixtureRequest) -> Iterator:
+    """ReplicaFleet objects that are closed (SIGTERM, then SIGKILL) whatever happens."""
+    fleets: list[ReplicaFleet] = []
+
+    def make(settings: KafkaSettings, spark_remote: str, group: str, topic: str) -> ReplicaFleet:
+        log_dir = tmp_path / f"replicas-{len(fleets)}"
+        log_dir.mkdir()
+        fleet = ReplicaFleet(settings, spark_remote, group, topic, log_dir)
+        fleets.append(fleet)
+        return fleet
+
+    try:
+        yield make
+    finally:
+        for fleet in fleets:
+            fleet.close()
+        # keep the replica logs where a failed run can be read (tmp_path is pruned)
+        keep = artifacts_dir / "recovery" / request.node.name
+        for fleet in fleets:
+            shutil.copytree(fleet.log_dir, keep / fleet.log_dir.name, dirs_exist_ok=True)
+
+
+def committed_offsets(settings: KafkaSettings, group: str, topic: str,
+                      partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 = none yet), asked of the broker."""
+    c = Consumer(settings.client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()
+
+
+def drained(settings: KafkaSettings, group: str, topic: str, partitions: int) -> bool:
+    """Every partition's committed offset has reached its end offset."""
+    committed = committed_offsets(settings, group, topic, partitions)
+    c = Consumer(settings.client_config(**{"group.id": f"{group}-probe",
+                                           "enable.auto.commit": False}))
+    try:
+        for p in range(partitions):
+            _, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if committed.get(p, -1) < hi:
+                return False
+        return True
+    finally:
+        c.close()

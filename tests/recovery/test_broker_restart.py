@@ -1,0 +1,103 @@
+"""Issue 7 item 2: the broker goes away mid-run and comes back on the same data dir and port.
+
+Everything is real: a private EmbeddedBroker (the test kills it, so not the session one),
+the FleetSimulator, replica subprocesses, an in-process Observer behind the dashboard's
+SharedObserver. Nobody restarts the replicas or the observer; they must find the broker again
+by themselves, and after draining every stream's summary must be complete.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.chaos.verify import judge
+from backend.cluster.embedded import EmbeddedBroker
+from backend.cluster.topics import ensure_topics
+from backend.fleet.simulator import FleetSimulator
+from backend.netutil import free_port, wait_until
+from dashboard.checks import ClusterTarget
+from dashboard.pollers import SharedObserver
+from tests.recovery.conftest import drained
+from tests.replica.harness import read_summaries
+
+PARTITIONS = 6
+REPLICAS = ("rs-a", "rs-b")
+
+
+def _owned_by_replicas(shared: SharedObserver, after_ms: int = 0) -> bool:
+    """A fresh snapshot, without error, where the replicas own every partition."""
+    snap = shared.latest()
+    if snap is None or snap.error or snap.taken_ms <= after_ms:
+        return False
+    owners = {p.partition: p.owner for p in snap.partitions}
+    return (len(owners) == PARTITIONS and set(owners.values()) <= set(REPLICAS)
+            and {m.client_id for m in snap.members} == set(REPLICAS))
+
+
+@pytest.mark.parametrize("how", ["kill", "graceful"])
+def test_replicas_and_observer_ride_out_a_broker_restart(
+        tmp_path: Path, spark_remote: str, unique: str, how: str,
+        replica_fleet_factory) -> None:
+    group, topic = f"rb-{unique}", f"rb-in-{unique}"
+    node = EmbeddedBroker(tmp_path / "broker", port=free_port())
+    node.start()
+    sim: FleetSimulator | None = None
+    shared: SharedObserver | None = None
+    try:
+        settings = node.settings
+        ensure_topics(settings, group=group, topic=topic, partitions=PARTITIONS)
+        sim = FleetSimulator(settings, topic, streams=8, rate=120)
+        sim.start()
+        fleet = replica_fleet_factory(settings, spark_remote, group, topic)
+        for name in REPLICAS:
+            fleet.start(name)
+        shared = SharedObserver(ClusterTarget(settings.bootstrap, None, external=False),
+                                group, topic, interval_s=0.5)
+        fleet.wait(lambda: _owned_by_replicas(shared), 120, "both replicas owning the topic")
+        fleet.wait(lambda: len(read_summaries(settings, group, timeout=5)) >= 8, 120,
+                   "a summary for every stream before the outage")
+
+        # ---- the outage -----------------------------------------------------------------
+        assert node.process is not None
+        if how == "kill":
+            node.process.kill()
+        node.stop()
+        down_at = time.time()
+        wait_until(lambda: (s := shared.latest()) is not None and s.error is not None
+                   and s.taken_ms > down_at * 1000, 30, what="the observer to report the outage")
+        wait_until(lambda: sim.stats().queued > 0, 30, what="the fleet queueing while down")
+        fleet.check_alive()  # the replicas wait; none of them gives up and exits
+
+        node.start()
+        up_ms = int(time.time() * 1000)
+        # observer and poller: fresh snapshots, no error, the group with its owners again
+        fleet.wait(lambda: _owned_by_replicas(shared, after_ms=up_ms), 120,
+                   "a fresh snapshot showing both replicas owning every partition")
+        # replicas: committing again (by themselves; the test never restarts them)
+        produced_mid = sum(sim.stats().next_seq.values())
+        fleet.wait(lambda: sum(int(s["count"]) - int(s.get("duplicates", 0)) for s in
+                               read_summaries(settings, group, timeout=5).values())
+                   > produced_mid, 120, "summaries growing past what was produced at restart")
+
+        final = sim.stop()
+        assert final.failed == 0, final.last_error
+        fleet.wait(lambda: drained(settings, group, topic, PARTITIONS), 120,
+                   "the replicas draining the topic")
+        summaries = read_summaries(settings, group)
+        for stream, n in final.next_seq.items():
+            s = summaries[stream]
+            assert s["gaps"] == 0, (stream, s)
+            assert s["last_seq"] == n - 1, (stream, n, s)
+            assert s["count"] - s["duplicates"] == s["last_seq"] + 1, (stream, s)
+        verdict = judge(dict(final.next_seq), summaries)
+        assert verdict.lost == 0 and verdict.unexpected == 0
+        assert {n: fleet.procs[n].poll() for n in REPLICAS} == dict.fromkeys(REPLICAS)
+    finally:
+        if shared is not None:
+            shared.stop()
+        if sim is not None:
+            sim.stop()
+        node.stop()
