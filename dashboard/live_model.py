@@ -97,6 +97,16 @@ def _num(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def dead_letter_total(snap: Snapshot) -> int:
+    """Malformed records dead-lettered, summed over each replica's latest heartbeat.
+
+    Each replica counts since it started, so the figure drops when a replica restarts: it
+    is a live signal that bad input is arriving, the dead-letter topic is the ledger.
+    """
+    return sum(int(n) for hb in _heartbeats(snap.events).values()
+               if isinstance(n := hb.fields.get("dead_letters"), int) and n > 0)
+
+
 def idle_replicas(snap: Snapshot) -> list[str]:
     """Members with nothing to do because the group has more members than partitions."""
     n = snap.partition_count or len(snap.partitions)

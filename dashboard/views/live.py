@@ -67,12 +67,15 @@ def draw_header(snap: Snapshot, where: str = "") -> None:
         at = f" at {where}" if where else ""
         st.error(f"Kafka{at}: {snap.error} (retrying every second)", icon=":material/cloud_off:")
     live = [m for m in snap.members if m.alive]
-    c = st.columns(5)
+    c = st.columns(6)
     c[0].metric("replicas", len(live))
     c[1].metric("partitions", snap.partition_count or len(snap.partitions))
     c[2].metric("streams", len(snap.streams))
     c[3].metric("rebalances", len(snap.rebalances))
     c[4].metric("total lag", f"{snap.total_lag:,}")
+    c[5].metric("dead letters", f"{lm.dead_letter_total(snap):,}",
+                help="Malformed input records set aside on the dead-letter topic, as counted "
+                     "by the live replicas' latest heartbeats (a restarted replica counts anew).")
     warning = lm.idle_warning(snap)
     if warning:
         st.warning(warning, icon=":material/bedtime:")
