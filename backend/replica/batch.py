@@ -83,9 +83,10 @@ class MicroBatch:
         parts, offs = cols["partition"], cols["offset"]
         sids, seqs, tss = cols["stream_id"], cols["seq"], cols["ts"]
         nums = [(f, cols[f]) for f in NUMERIC_FIELDS]
+        now_ms = int(time.time() * 1000)  # one processing time per batch, as in the raw feed
         for key, value, p, o in zip(self.keys, self.values, self.partitions, self.offsets,
                                     strict=True):
-            d, reason = parse_checked(key, value, NUMERIC_FIELDS)
+            d, reason = parse_checked(key, value, NUMERIC_FIELDS, now_ms)
             if d is None:
                 bad.append(DeadLetter(p, o, key, value, reason or "invalid"))
                 continue

@@ -20,7 +20,18 @@ import pyarrow as pa
 
 from backend.contracts import NUMERIC_FIELDS
 from backend.contracts.summary import WINDOW_MS, BatchPartial, FieldStats, WindowAgg
-from backend.replica.deadletter import REASON_KEY_MISMATCH, REASON_NOT_JSON
+from backend.replica.deadletter import (
+    REASON_FUTURE_TS,
+    REASON_KEY_MISMATCH,
+    REASON_NEGATIVE_SEQ,
+    REASON_NON_FINITE,
+    REASON_NOT_JSON,
+    REASON_NOT_OBJECT,
+    REASON_NOT_UTF8,
+    REASON_UNKNOWN_FIELD,
+    REASON_WRONG_TYPE,
+    future_bound_ms,
+)
 
 log = logging.getLogger("groupscope.replica")
 
@@ -42,17 +53,36 @@ def _json_schema() -> Any:
     )
 
 
-def reason_column(parsed: Any, key: Any) -> Any:
-    """null for a valid row, else why it is invalid (first failing check wins)."""
+def reason_column(parsed: Any, key: Any, text: Any, now_ms: int | None = None) -> Any:
+    """null for a valid row, else why it is invalid (first failing check wins).
+
+    `text` is the value cast to string, `parsed` its from_json struct. Mirrors
+    deadletter.parse_checked check for check. The extra parses (try_parse_json) run only
+    for rows from_json could not read; json_object_keys runs for every row, the price of
+    rejecting unknown fields.
+    """
     from pyspark.sql import functions as F
 
-    fields = ("stream_id", "seq", "ts", *NUMERIC_FIELDS)
+    numeric = list(NUMERIC_FIELDS)
+    fields = ("stream_id", "seq", "ts", *numeric)
     # from_json yields a struct of nulls (not a null) for text that is not a JSON object
-    nothing = F.coalesce(*[parsed[n].cast("string") for n in fields]).isNull()
-    expr = F.when(parsed.isNull() | nothing, F.lit(REASON_NOT_JSON))
+    nothing = parsed.isNull() | F.coalesce(*[parsed[n].cast("string") for n in fields]).isNull()
+    # null for non-objects and for non-strict JSON (NaN, Infinity): see parse_checked
+    keys = F.json_object_keys(text)
+    unknown = F.array_sort(F.array_except(keys, F.array(*[F.lit(f) for f in fields])))
+    expr = F.when(~F.is_valid_utf8(text), F.lit(REASON_NOT_UTF8))
+    expr = expr.when(nothing & F.try_parse_json(text).isNull(), F.lit(REASON_NOT_JSON))
+    expr = expr.when(keys.isNull() & F.try_parse_json(text).isNotNull(), F.lit(REASON_NOT_OBJECT))
+    expr = expr.when(F.size(unknown) > 0,
+                     F.concat(F.lit(f"{REASON_UNKNOWN_FIELD}: "), F.element_at(unknown, 1)))
     for name in fields:
-        expr = expr.when(parsed[name].isNull(), F.lit(f"missing or wrong-typed field: {name}"))
-    expr = expr.when(parsed["seq"] < 0, F.lit("negative seq"))
+        expr = expr.when(parsed[name].isNull(), F.lit(f"{REASON_WRONG_TYPE}: {name}"))
+    for name in numeric:
+        value = parsed[name]
+        expr = expr.when(F.isnan(value) | (F.abs(value) == float("inf")),
+                         F.lit(f"{REASON_NON_FINITE}: {name}"))
+    expr = expr.when(parsed["seq"] < 0, F.lit(REASON_NEGATIVE_SEQ))
+    expr = expr.when(parsed["ts"] > F.lit(future_bound_ms(now_ms)), F.lit(REASON_FUTURE_TS))
     expr = expr.when(parsed["stream_id"] != key, F.lit(REASON_KEY_MISMATCH))
     return expr
 
@@ -97,16 +127,18 @@ def aggregate(df: Any, last_seqs: dict[str, int]) -> Any:
     return df.groupBy("partition", "sid", "win", "reason", "bad_offset").agg(*aggs)
 
 
-def raw_frame(session: Any, table: pa.Table) -> Any:
+def raw_frame(session: Any, table: pa.Table, now_ms: int | None = None) -> Any:
     """Arrow (value, key, partition, offset) -> parsed columns + reason, all inside Spark."""
     from pyspark.sql import functions as F
 
     df = session.createDataFrame(table)
     key = F.col("key").cast("string")
-    parsed = F.from_json(F.col("value").cast("string"), _json_schema())
-    df = df.select("partition", "offset", key.alias("key"), parsed.alias("p"))
+    text = F.col("value").cast("string")
+    parsed = F.from_json(text, _json_schema())
+    df = df.select("partition", "offset", key.alias("key"), text.alias("text"), parsed.alias("p"))
+    reason = reason_column(F.col("p"), F.col("key"), F.col("text"), now_ms)
     return df.select(
-        "partition", "offset", reason_column(F.col("p"), F.col("key")).alias("reason"),
+        "partition", "offset", reason.alias("reason"),
         *[F.col("p")[c].alias(c) for c in ("stream_id", "seq", "ts", *NUMERIC_FIELDS)],
     )
 

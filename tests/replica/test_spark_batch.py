@@ -10,9 +10,15 @@ import pytest
 
 from backend.contracts.summary import Summary
 from backend.replica.batch import MicroBatch
-from backend.replica.deadletter import REASON_KEY_MISMATCH, REASON_NOT_JSON
+from backend.replica.deadletter import (
+    REASON_KEY_MISMATCH,
+    REASON_NOT_JSON,
+    REASON_NOT_OBJECT,
+    cheap_reason,
+)
 from backend.replica.spark_summary import SparkSummariser
 from tests.replica.harness import REPO, message
+from tests.security.bad_input import malformed
 
 
 @pytest.fixture
@@ -41,7 +47,7 @@ def test_batch_aggregates_and_rejects_in_spark(summariser, typed):
     add(b"car-01", message("car-01", 7))  # seq 7 twice in one batch: a duplicate, not old
     bad = {
         add(b"car-01", b"not json at all"): REASON_NOT_JSON,
-        add(b"car-01", b"[1, 2]"): REASON_NOT_JSON,
+        add(b"car-01", b"[1, 2]"): REASON_NOT_OBJECT,
         add(b"car-01", orjson.dumps({**orjson.loads(message("car-01", 99)), "rpm": "fast"})):
             "missing or wrong-typed field: rpm",
         add(b"car-01", orjson.dumps({k: v for k, v in orjson.loads(message("car-01", 99)).items()
@@ -49,6 +55,10 @@ def test_batch_aggregates_and_rejects_in_spark(summariser, typed):
         add(b"car-01", message("car-02", 99)): REASON_KEY_MISMATCH,
         add(b"car-01", message("car-01", 2.5)): "missing or wrong-typed field: seq",
     }
+    # every kind from the security table that needs a parse to find (issue 7 item 4)
+    for _kind, key, value, reason in malformed():
+        if key is not None and value is not None and cheap_reason(key, value) is None:
+            bad[add(key, value)] = reason
     if typed:
         table, rejected = b.to_typed_arrow()
         result = summariser.summarise(table, {"car-01": 4}, typed=True)

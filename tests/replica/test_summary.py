@@ -129,9 +129,9 @@ def test_typed_feed_validation_matches_the_contract():
     d, reason = parse_checked(b"car-01", good, NUMERIC_FIELDS)
     assert reason is None and d["seq"] == 3
     cases = {
-        b"nope": "not a JSON telemetry object",
-        b"[1]": "not a JSON telemetry object",
-        b"{}": "not a JSON telemetry object",
+        b"nope": "not JSON",
+        b"[1]": "JSON is not an object",
+        b"{}": "missing or wrong-typed field: stream_id",
         good.replace(b'"seq":3', b'"seq":3.5'): "missing or wrong-typed field: seq",
         good.replace(b'"seq":3', b'"seq":true'): "missing or wrong-typed field: seq",
         good.replace(b'"rpm":900', b'"rpm":"900"'): "missing or wrong-typed field: rpm",
