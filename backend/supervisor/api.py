@@ -285,9 +285,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
             left -= len(chunk)
 
     def _not_allowed(self) -> None:
-        self._error(405, f"method {self.command} not allowed; use GET or POST")
+        self.close_connection = True  # any body it sent is unread
+        if self.command == "HEAD":  # a HEAD answer carries no body
+            self.send_response(405)
+            self.send_header("Allow", "GET, POST")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self._error(405, f"method {self.command} not allowed; use GET or POST",
+                    {"Allow": "GET, POST"})
 
-    do_PUT = do_DELETE = do_PATCH = _not_allowed
+    def __getattr__(self, name: str) -> Any:
+        """Every other method (HEAD, OPTIONS, TRACE, made-up ones) is a 405, never a 501:
+        http.server answers 501 for a method without a do_ handler."""
+        if name.startswith("do_"):
+            return self._not_allowed
+        raise AttributeError(name)
 
 
 # ---- OpenAPI ------------------------------------------------------------------------------

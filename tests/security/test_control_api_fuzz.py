@@ -1,0 +1,172 @@
+"""Issue 7 item 5: property-based fuzzing of a real `groupscope backend`'s control API.
+
+One supervisor process (no Spark needed: its replica command is the stand-in member, it
+starts none, and it runs no fleet). Hypothesis throws methods, paths, headers and bodies at
+it. Properties: no answer is ever a 5xx; without the valid token nothing changes (replicas,
+options, fleet, partitions compared before and after); the socket is bound to loopback only
+and a non-loopback address of this machine is refused.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.supervisor.conftest import REPO, Backend, start_backend, stop_backend
+
+pytestmark = [pytest.mark.broker]
+
+STANDIN = [sys.executable, str(REPO / "tests" / "supervisor" / "standin_member.py")]
+EXAMPLES = 150  # per property; keeps the module well under 90 s
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=list(HealthCheck))
+
+ROUTES = ["/replicas", "/replicas/r1/kill", "/replicas/r1/stop", "/replicas/r1/restart",
+          "/scale", "/options", "/fleet/start", "/fleet/stop", "/fleet/rate", "/fleet/streams",
+          "/partitions", "/health", "/status", "/openapi.json"]
+FIELDS = ["n", "replicas", "protocol", "assignor", "exactly_once", "rate", "streams",
+          "partitions"]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)
+bodies = st.one_of(
+    st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=3).map(
+        lambda d: json.dumps(d).encode()),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=200),
+    st.just(b'{"n": NaN}'), st.just(b'{"rate": 1e999}'), st.just(b"[" * 5000),
+)
+odd_paths = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7e),
+                    max_size=40).map(lambda s: "/" + s)
+paths = st.one_of(st.sampled_from(ROUTES), odd_paths,
+                  st.sampled_from(ROUTES).map(lambda p: p + "?x=1"),
+                  st.text(min_size=1, max_size=12).map(
+                      lambda s: "/replicas/" + s.encode("utf-8", "surrogatepass").hex() + "/kill"))
+methods = st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS",
+                           "TRACE", "CONNECT", "BREW"])
+
+
+def _status_of_interest(b: Backend) -> dict:
+    """What a request could change: replicas, options, fleet settings, partitions."""
+    s = b.client.status().to_dict()
+    fleet = s["fleet"] or {}
+    return {"replicas": sorted((r["name"], r["state"]) for r in s["replicas"]),
+            "options": s["options"], "partitions": s["partitions"],
+            "fleet": {k: fleet.get(k) for k in ("running", "rate", "streams")}}
+
+
+def _request(b: Backend, method: str, path: str, body: bytes | None,
+             headers: dict[str, str]) -> int:
+    host, port = b.client.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def backend(kafka, tmp_path_factory) -> Iterator[Backend]:
+    suffix = uuid.uuid4().hex[:8]
+    b = start_backend(kafka, tmp_path_factory.mktemp("fuzz"), f"fuzz-{suffix}",
+                      f"fuzz-{suffix}", "--replicas", "0", "--no-fleet",
+                      "--stop-grace", "5", replica_command=STANDIN)
+    try:
+        yield b
+    finally:
+        stop_backend(b)
+        log = b.log.read_text(errors="replace") if b.log.exists() else ""
+        token = (b.data_dir / "control.token").read_text().strip() \
+            if (b.data_dir / "control.token").exists() else None
+        assert "Traceback" not in log, log[-3000:]
+        assert not token or token not in log
+
+
+@given(method=methods, path=paths, body=st.none() | bodies,
+       auth=st.sampled_from([None, "Bearer ", "Bearer wrong", "Basic Zm9vOmJhcg==", "bearer",
+                             "Bearer " + "x" * 64, "Bearer \u00e9"]),
+       host=st.sampled_from([None, "127.0.0.1", "evil.example", "localhost:1"]))
+@FUZZ
+def test_without_a_valid_token_nothing_changes_and_nothing_breaks(
+        backend, method, path, body, auth, host):
+    before = _status_of_interest(backend)
+    headers = {}
+    if auth is not None:
+        headers["Authorization"] = auth.encode("utf-8").decode("latin-1")
+    if host is not None:
+        headers["Host"] = host
+    status = _request(backend, method, path, body, headers)
+    assert status < 500, (method, path, body, status)
+    if method == "POST" and path.split("?")[0] in ROUTES[:11]:
+        assert status in (401, 403, 413, 400, 411), status
+    assert _status_of_interest(backend) == before
+
+
+@given(path=st.sampled_from(ROUTES[:11]), body=bodies)
+@FUZZ
+def test_with_the_token_bad_bodies_get_4xx_never_5xx(backend, path, body):
+    token = (backend.data_dir / "control.token").read_text().strip()
+    status = _request(backend, "POST", path, body, {"Authorization": f"Bearer {token}",
+                                                    "Content-Type": "application/json"})
+    assert status < 500, (path, body, status)
+
+
+def _listening_sockets(port: int) -> list[str]:
+    """Local addresses (hex, as in /proc/net/tcp*) listening on `port`."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        p = Path(table)
+        if not p.exists():
+            continue
+        for line in p.read_text().splitlines()[1:]:
+            cols = line.split()
+            addr, hexport = cols[1].split(":")
+            if int(hexport, 16) == port and cols[3] == "0A":  # 0A = LISTEN
+                found.append(addr)
+    return found
+
+
+def _non_loopback_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.254.254.254", 9))
+            addr = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if addr.startswith("127.") or addr == "0.0.0.0" else addr
+
+
+def test_listens_on_loopback_only(backend):
+    port = int(backend.client.url.rsplit(":", 1)[1])
+    bound = _listening_sockets(port)
+    assert bound, f"nothing listening on {port}"
+    loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+    assert set(bound) <= loopback, bound
+    other = _non_loopback_address()
+    if other is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to try")
+    with pytest.raises(OSError), socket.create_connection((other, port), timeout=3):
+        pass
