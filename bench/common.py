@@ -1,0 +1,201 @@
+"""Shared helpers for the end-to-end benchmarks: the stack they start, offsets, load, stats.
+
+Every end-to-end script starts its own broker (and Spark, when needed) unless given
+--bootstrap / --spark-remote, and stops what it started, even on failure (`Stack`).
+Timings on a shared 2-core machine are noisy, so the load average is sampled during a run
+(`LoadSampler`) and written next to the numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from backend.cluster.settings import KafkaSettings  # noqa: E402
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers came from: cores, memory, CPU model, Python."""
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        mem_kb = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
+                      if ln.startswith("MemTotal"))
+    except (OSError, StopIteration):
+        mem_kb = 0
+    return {"nproc": os.cpu_count(), "mem_gib": round(mem_kb / 2**20, 1), "cpu": model,
+            "python": platform.python_version()}
+
+
+class LoadSampler:
+    """1-minute load average every 2 s while a run lasts (other work shares the machine)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(2.0)
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def summary(self) -> dict[str, float]:
+        s = self.samples or [os.getloadavg()[0]]
+        return {"min": round(min(s), 2), "median": round(statistics.median(s), 2),
+                "max": round(max(s), 2)}
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median plus min/max: with 3-5 repeats on a shared machine, the honest summary."""
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "n": len(values)}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    return ordered[k]
+
+
+@dataclass
+class Stack:
+    """Broker and (optionally) Spark for a benchmark: given ones are used, others started."""
+
+    bootstrap: str | None = None
+    spark_remote: str | None = None
+    need_spark: bool = True
+    work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gs-bench-")))
+    settings: KafkaSettings | None = None
+    _started: list[Any] = field(default_factory=list)
+
+    def __enter__(self) -> Stack:
+        from backend.cluster.embedded import EmbeddedBroker
+        from backend.cluster.settings import resolve_settings
+        from backend.engine.server import SparkConnectServer
+        from backend.netutil import free_port
+
+        try:
+            if self.bootstrap:
+                self.settings = resolve_settings(self.bootstrap, None)
+            else:
+                broker = EmbeddedBroker(self.work / "broker", port=free_port(), heap="1g")
+                broker.start()
+                self._started.append(broker)
+                self.settings = broker.settings
+            if self.need_spark and not self.spark_remote:
+                spark = SparkConnectServer(self.work / "spark", port=free_port())
+                spark.start()
+                self._started.append(spark)
+                self.spark_remote = spark.remote
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        while self._started:
+            self._started.pop().stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def committed_and_end(settings: KafkaSettings, group: str, topic: str,
+                      partitions: int) -> tuple[int, int]:
+    """Sum of the group's committed offsets and of the log-end offsets (read_committed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(settings.client_config(**{"group.id": group, "enable.auto.commit": False,
+                                           "isolation.level": "read_committed"}))
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        committed = sum(max(0, tp.offset) for tp in c.committed(tps, timeout=10))
+        end = sum(c.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps)
+        return committed, end
+    finally:
+        c.close()
+
+
+def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A child in its own session (so kill -9 hits only it), output to a log file."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def replica_cmd(name: str, group: str, topic: str, bootstrap: str, spark_remote: str,
+                exactly_once: bool = False, protocol: str = "classic",
+                assignor: str | None = None, batch_max: int | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "backend.cli", "replica", "--id", name, "--group", group,
+           "--topic", topic, "--bootstrap", bootstrap, "--spark-remote", spark_remote,
+           "--protocol", protocol]
+    if assignor:
+        cmd += ["--assignor", assignor]
+    if exactly_once:
+        cmd.append("--exactly-once")
+    if batch_max:
+        cmd += ["--batch-max", str(batch_max)]
+    return cmd
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants, in MiB."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+            for child in Path(f"/proc/{p}/task").iterdir():
+                kids = (child / "children").read_text().split()
+                todo += [int(k) for k in kids]
+        except (OSError, ValueError):
+            continue
+    return round(total / 1024, 1)
+
+
+def wait_for(check, timeout: float, interval: float = 0.2) -> float | None:
+    """Seconds until `check()` is truthy, or None on timeout (benchmarks record, not raise)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if check():
+            return time.monotonic() - t0
+        time.sleep(interval)
+    return None

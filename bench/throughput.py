@@ -1,0 +1,252 @@
+"""Messages per second fully processed (summarised and committed), side by side.
+
+One prefilled topic (FleetSimulator at full speed), then, each under a fresh consumer group
+on the same data: groupscope with 1, 2, 3 real `groupscope replica` processes, a raw
+confluent-kafka consume loop (the client's limit: no processing, commit every second), the
+same loop with a plain-Python per-stream summary, and a Quix Streams app computing the same
+summary in its RocksDB state — each at-least-once and exactly-once. "Processed" means the
+group's committed offsets reached the log end; the rate is measured from the first commit
+to the last, so process and Spark start-up are excluded (reported apart as `first_commit_s`).
+
+    .venv/bin/python bench/throughput.py [--messages 200000] [--partitions 6] [--streams 12]
+        [--replicas 1,2,3] [--repeats 3] [--modes alo,eos] [--variants groupscope,raw,rawsum,quix]
+        [--quix-python PATH] [--bootstrap H:P] [--spark-remote URL] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (
+    LoadSampler,
+    Stack,
+    committed_and_end,
+    machine,
+    replica_cmd,
+    spawn,
+    spread,
+    stop,
+)
+
+QUIX_PYTHON = Path.home() / ".cache" / "groupscope" / "bench-quix-venv" / "bin" / "python"
+FIELDS = ("speed_kmh", "rpm", "gear", "engine_temp_c", "lat", "lon")
+
+
+def raw_loop(bootstrap: str, group: str, topic: str, eos: bool, summarise: bool) -> int:
+    """Child process: consume as fast as the client allows; commit every second."""
+    import signal
+
+    import orjson
+    from confluent_kafka import Consumer, Producer
+
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"})
+    p = None
+    if eos:
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"raw-{group}"})
+        p.init_transactions(30)
+    c.subscribe([topic])
+    state: dict[bytes, dict] = {}
+    last = time.monotonic()
+    pending: dict[int, int] = {}
+
+    def commit() -> None:
+        from confluent_kafka import TopicPartition
+        offs = [TopicPartition(topic, part, off) for part, off in pending.items()]
+        if not offs:
+            return
+        if eos:
+            p.begin_transaction()
+            p.send_offsets_to_transaction(offs, c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+        else:
+            c.commit(offsets=offs, asynchronous=False)
+        pending.clear()
+
+    while not stopping:
+        for m in c.consume(10000, 0.2):
+            if m.error():
+                continue
+            pending[m.partition()] = m.offset() + 1
+            if summarise:
+                v = orjson.loads(m.value())
+                s = state.get(m.key())
+                if s is None:
+                    s = state[m.key()] = {"count": 0, "last": -1, "gaps": 0, "dups": 0,
+                                          "f": {f: [0, 0.0, 0.0, math.inf, -math.inf]
+                                                for f in FIELDS}}
+                seq = v["seq"]
+                if seq <= s["last"]:
+                    s["dups"] += 1
+                else:
+                    s["gaps"] += max(0, seq - s["last"] - 1)
+                    s["last"] = seq
+                s["count"] += 1
+                for f in FIELDS:
+                    x = v[f]
+                    st = s["f"][f]
+                    st[0] += 1
+                    st[1] += x
+                    st[2] += x * x
+                    st[3] = min(st[3], x)
+                    st[4] = max(st[4], x)
+        if time.monotonic() - last >= 1.0:
+            commit()
+            last = time.monotonic()
+    commit()
+    c.close()
+    return 0
+
+
+def measure(settings, group: str, topic: str, partitions: int, procs: list,
+            timeout: float) -> dict:
+    """Poll the group's commits until they reach the log end; rate from first to last commit."""
+    t0 = time.monotonic()
+    first = None
+    done = None
+    while time.monotonic() - t0 < timeout:
+        committed, end = committed_and_end(settings, group, topic, partitions)
+        now = time.monotonic()
+        if committed > 0 and first is None:
+            first = (now, committed)
+        if end and committed >= end:
+            done = now
+            break
+        if any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.25)
+    if first is None or done is None:
+        return {"ok": False, "elapsed_s": round(time.monotonic() - t0, 1)}
+    # all of it committed at the first sighting (tiny runs): only the wall rate is known
+    rate = (end - first[1]) / (done - first[0]) if done > first[0] else end / (done - t0)
+    return {"ok": True, "rate": round(rate, 1), "wall_rate": round(end / (done - t0), 1),
+            "first_commit_s": round(first[0] - t0, 2), "total_s": round(done - t0, 2),
+            "messages": end}
+
+
+def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, partitions: int,
+                rep: int, args) -> dict:
+    mode = "eos" if eos else "alo"
+    group = f"bench-{variant}{n}-{mode}-{rep}-{int(time.time())}"
+    logs = stack.work / "logs"
+    logs.mkdir(exist_ok=True)
+    b = stack.settings.bootstrap
+    if variant == "groupscope":
+        cmds = [replica_cmd(f"r{i}", group, topic, b, stack.spark_remote, exactly_once=eos)
+                for i in range(n)]
+    elif variant in ("raw", "rawsum"):
+        cmds = [[sys.executable, __file__, "--_raw", b, group, topic, mode,
+                 "1" if variant == "rawsum" else "0"]]
+    else:
+        cmds = [[str(args.quix_python), str(Path(__file__).with_name("quix_app.py")), b,
+                 group, topic, "exactly-once" if eos else "at-least-once",
+                 str(stack.work / f"quix-{group}")]]
+    procs = [spawn(c, logs / f"{group}-{i}.log") for i, c in enumerate(cmds)]
+    try:
+        r = measure(stack.settings, group, topic, partitions, procs, args.timeout)
+    finally:
+        for p in procs:
+            stop(p)
+    return {"variant": variant, "replicas": n, "mode": mode, "rep": rep, **r}
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_raw":
+        b, g, t, mode, summ = sys.argv[2:7]
+        return raw_loop(b, g, t, mode == "eos", summ == "1")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--streams", type=int, default=12)
+    ap.add_argument("--replicas", default="1,2,3")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", default="alo,eos")
+    ap.add_argument("--variants", default="groupscope,raw,rawsum,quix")
+    ap.add_argument("--quix-python", type=Path, default=QUIX_PYTHON)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--spark-remote")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    variants = args.variants.split(",")
+    if "quix" in variants and not args.quix_python.exists():
+        print(f"throughput: no Quix Streams interpreter at {args.quix_python}; see "
+              "bench/README.md (or drop quix from --variants)", file=sys.stderr)
+        return 2
+    from backend.cluster.topics import ensure_topics
+    from backend.fleet.simulator import FleetSimulator
+
+    results: list[dict] = []
+    with Stack(args.bootstrap, args.spark_remote,
+               need_spark="groupscope" in variants) as stack, LoadSampler() as load:
+        topic = f"bench-tput-{int(time.time())}"
+        ensure_topics(stack.settings, group="bench-tput", topic=topic,
+                      partitions=args.partitions)
+        sim = FleetSimulator(stack.settings, topic=topic, streams=args.streams, rate=math.inf,
+                             limit=args.messages)
+        t = time.monotonic()
+        sim.start()
+        sim.wait_finished(600)
+        sim.stop()
+        print(f"prefilled {args.messages} messages in {time.monotonic() - t:.1f} s",
+              flush=True)
+        plan = [(v, n) for v in variants
+                for n in ([int(x) for x in args.replicas.split(",")]
+                          if v == "groupscope" else [1])]
+        for rep in range(args.repeats):  # interleaved: drift in load hits every variant
+            for mode in args.modes.split(","):
+                for v, n in plan:
+                    r = run_variant(stack, v, n, mode == "eos", topic, args.partitions, rep,
+                                    args)
+                    print(json.dumps(r), flush=True)
+                    results.append(r)
+    table = []
+    for mode in args.modes.split(","):
+        raw = [r["rate"] for r in results if r["variant"] == "raw" and r["mode"] == mode
+               and r["ok"]]
+        raw_med = spread(raw)["median"] if raw else None
+        for v, n in plan:
+            rates = [r["rate"] for r in results if (r["variant"], r["replicas"], r["mode"])
+                     == (v, n, mode) and r["ok"]]
+            starts = [r["first_commit_s"] for r in results if (r["variant"], r["replicas"],
+                      r["mode"]) == (v, n, mode) and r["ok"]]
+            if not rates:
+                table.append({"variant": v, "replicas": n, "mode": mode, "ok": False})
+                continue
+            s = spread(rates)
+            table.append({"variant": v, "replicas": n, "mode": mode, "rate": s,
+                          "first_commit_s": spread(starts)["median"],
+                          "vs_raw": round(s["median"] / raw_med, 3) if raw_med else None})
+    print(f"\n{'variant':<11} {'n':>2} {'mode':>4} {'median msg/s':>13} {'min':>9} {'max':>9} "
+          f"{'vs raw':>7} {'1st commit s':>12}")
+    for row in table:
+        if not row.get("ok", True):
+            print(f"{row['variant']:<11} {row['replicas']:>2} {row['mode']:>4}  (failed)")
+            continue
+        s = row["rate"]
+        print(f"{row['variant']:<11} {row['replicas']:>2} {row['mode']:>4} {s['median']:>13.0f} "
+              f"{s['min']:>9.0f} {s['max']:>9.0f} {row['vs_raw'] or 0:>7.3f} "
+              f"{row['first_commit_s']:>12}")
+    print(f"load average during the run: {load.summary()}  machine: {machine()}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine(), "load": load.summary(),
+                                         "args": {k: str(v) for k, v in vars(args).items()},
+                                         "table": table, "runs": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
