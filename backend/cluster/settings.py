@@ -50,21 +50,39 @@ class KafkaSettings:
         return f"KafkaSettings({self.describe()})"
 
     def check_reachable(self, timeout: float = 10.0) -> int:
-        """Return the broker count, or raise ClusterUnreachable within about `timeout` s."""
-        errors: list[str] = []
+        """Return the broker count, or raise ClusterUnreachable within about `timeout` s.
+
+        librdkafka keeps retrying a refused login and reports it only through the error
+        callback, which an AdminClient serves from `poll()`; the probe therefore asks in short
+        rounds and polls in between, so a wrong password is named as such at once instead of
+        surfacing as a generic transport failure after the timeout.
+        """
+        import time
+
+        errors: list[tuple[str, str]] = []
 
         def on_error(err: object) -> None:
-            errors.append(str(err))
+            name = getattr(err, "name", lambda: "")()
+            errors.append((name, getattr(err, "str", lambda: str(err))()))
 
         admin = AdminClient(self.client_config(error_cb=on_error, **_quiet_logger()))
-        try:
-            md = admin.list_topics(timeout=timeout)
-        except Exception as exc:
-            detail = errors[-1] if errors else str(exc)
-            raise ClusterUnreachable(
-                f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s: {detail}"
-            ) from None
-        return len(md.brokers)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                md = admin.list_topics(timeout=max(0.1, min(1.0, left)))
+                return len(md.brokers)
+            except Exception as exc:
+                admin.poll(0)
+                auth = [text for name, text in errors if name == "_AUTHENTICATION"]
+                if auth:
+                    raise ClusterUnreachable(
+                        f"Kafka at {self.bootstrap} refused the login: {auth[-1]}") from None
+                if time.monotonic() >= deadline:
+                    detail = errors[-1][1] if errors else str(exc)
+                    raise ClusterUnreachable(
+                        f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s: "
+                        f"{detail}") from None
 
 
 def _quiet_logger() -> dict[str, object]:
