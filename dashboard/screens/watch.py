@@ -21,7 +21,12 @@ base = env_context()
 chosen: ViewContext | None = st.session_state.get(WATCH_KEY)
 target = chosen.target if chosen else base.target
 
-with st.expander("Cluster", expanded=not read_only_env() and chosen is None):
+
+def _connect_form(target: ClusterTarget) -> ClusterTarget:
+    """Choose a cluster by bootstrap and a properties file on this server.
+
+    Only in the full dashboard: `groupscope watch` fixes the cluster from its flags, so a
+    viewer can neither repoint the server nor probe which files exist on it."""
     with st.form("watch_connect"):
         bootstrap = st.text_input("bootstrap servers", value=target.bootstrap,
                                   placeholder="host1:9092,host2:9092")
@@ -39,7 +44,12 @@ with st.expander("Cluster", expanded=not read_only_env() and chosen is None):
                                        else None, external=True)
                 st.session_state[WATCH_KEY] = None
                 st.session_state["gs_watch_target"] = target
-    target = st.session_state.get("gs_watch_target", target)
+    return st.session_state.get("gs_watch_target", target)
+
+
+with st.expander("Cluster", expanded=not read_only_env() and chosen is None):
+    if not read_only_env():
+        target = _connect_form(target)
     st.caption(f"Connected to {target.describe()} · read-only: groupscope never joins, "
                f"commits or changes anything on this cluster")
 

@@ -52,6 +52,9 @@ def _enabled_controls(page) -> list[str]:
     found += [f"number input {i}" for i, n in
               enumerate(page.query_selector_all("[data-testid='stNumberInput'] input"))
               if n.is_enabled()]
+    # nor a form: `groupscope watch` fixes the cluster, so no field may repoint the server or
+    # name a file on it (the Live view's stream filters are plain text inputs, not forms)
+    found += [f"form {i}" for i, _ in enumerate(page.query_selector_all("[data-testid='stForm']"))]
     return found
 
 
