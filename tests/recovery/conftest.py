@@ -61,3 +61,15 @@ def drained(settings: KafkaSettings, group: str, topic: str, partitions: int) ->
         return True
     finally:
         c.close()
+
+
+def summaries_now(settings: KafkaSettings, group: str) -> dict[str, dict]:
+    """Summaries for a wait loop: a just-created changelog may briefly have no leader."""
+    from confluent_kafka import KafkaException
+
+    from tests.replica.harness import read_summaries
+
+    try:
+        return read_summaries(settings, group, timeout=5)
+    except (KafkaException, RuntimeError):
+        return {}

@@ -20,7 +20,7 @@ from backend.fleet.simulator import FleetSimulator
 from backend.netutil import free_port, wait_until
 from dashboard.checks import ClusterTarget
 from dashboard.pollers import SharedObserver
-from tests.recovery.conftest import drained
+from tests.recovery.conftest import drained, summaries_now
 from tests.replica.harness import read_summaries
 
 PARTITIONS = 6
@@ -57,7 +57,7 @@ def test_replicas_and_observer_ride_out_a_broker_restart(
         shared = SharedObserver(ClusterTarget(settings.bootstrap, None, external=False),
                                 group, topic, interval_s=0.5)
         fleet.wait(lambda: _owned_by_replicas(shared), 120, "both replicas owning the topic")
-        fleet.wait(lambda: len(read_summaries(settings, group, timeout=5)) >= 8, 120,
+        fleet.wait(lambda: len(summaries_now(settings, group)) >= 8, 120,
                    "a summary for every stream before the outage")
 
         # ---- the outage -----------------------------------------------------------------
@@ -79,7 +79,7 @@ def test_replicas_and_observer_ride_out_a_broker_restart(
         # replicas: committing again (by themselves; the test never restarts them)
         produced_mid = sum(sim.stats().next_seq.values())
         fleet.wait(lambda: sum(int(s["count"]) - int(s.get("duplicates", 0)) for s in
-                               read_summaries(settings, group, timeout=5).values())
+                               summaries_now(settings, group).values())
                    > produced_mid, 120, "summaries growing past what was produced at restart")
 
         final = sim.stop()

@@ -17,7 +17,7 @@ from backend.contracts import events_topic
 from backend.engine.server import SparkConnectServer
 from backend.fleet.simulator import FleetSimulator
 from backend.netutil import free_port
-from tests.recovery.conftest import committed_offsets, drained
+from tests.recovery.conftest import committed_offsets, drained, summaries_now
 from tests.replica.harness import EventLog, read_summaries
 
 PARTITIONS = 6
@@ -48,7 +48,7 @@ def test_replicas_pause_while_spark_is_down_and_resume_on_a_new_server(
         fleet = replica_fleet_factory(kafka, server.remote, group, topic)
         for name in REPLICAS:
             fleet.start(name)
-        fleet.wait(lambda: len(read_summaries(kafka, group, timeout=5)) >= 8, 180,
+        fleet.wait(lambda: len(summaries_now(kafka, group)) >= 8, 180,
                    "a summary for every stream while Spark is up")
 
         # ---- Spark goes away ------------------------------------------------------------
