@@ -13,30 +13,11 @@ from __future__ import annotations
 import sys
 
 from quixstreams import Application
-
-FIELDS = ("speed_kmh", "rpm", "gear", "engine_temp_c", "lat", "lon")
+from row_summary import update  # bench/ is sys.path[0] when run as a script
 
 
 def summarise(value: dict, state) -> None:
-    s = state.get("summary", None) or {"count": 0, "last_seq": -1, "dups": 0, "gaps": 0,
-                                       "fields": {f: [0, 0.0, 0.0, None, None] for f in FIELDS}}
-    seq = value["seq"]
-    if seq <= s["last_seq"]:
-        s["dups"] += 1
-    else:
-        if seq > s["last_seq"] + 1:
-            s["gaps"] += seq - s["last_seq"] - 1
-        s["last_seq"] = seq
-    s["count"] += 1
-    for f in FIELDS:
-        x = value[f]
-        st = s["fields"][f]
-        st[0] += 1
-        st[1] += x
-        st[2] += x * x
-        st[3] = x if st[3] is None else min(st[3], x)
-        st[4] = x if st[4] is None else max(st[4], x)
-    state.set("summary", s)
+    state.set("summary", update(state.get("summary", None), value))
 
 
 def main() -> int:

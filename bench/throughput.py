@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import row_summary
 from common import (
     LoadSampler,
     Stack,
@@ -37,9 +38,6 @@ from common import (
 )
 
 QUIX_PYTHON = Path.home() / ".cache" / "groupscope" / "bench-quix-venv" / "bin" / "python"
-FIELDS = ("speed_kmh", "rpm", "gear", "engine_temp_c", "lat", "lon")
-
-
 def raw_loop(bootstrap: str, group: str, topic: str, eos: bool, summarise: bool) -> int:
     """Child process: consume as fast as the client allows; commit every second."""
     import signal
@@ -80,27 +78,7 @@ def raw_loop(bootstrap: str, group: str, topic: str, eos: bool, summarise: bool)
                 continue
             pending[m.partition()] = m.offset() + 1
             if summarise:
-                v = orjson.loads(m.value())
-                s = state.get(m.key())
-                if s is None:
-                    s = state[m.key()] = {"count": 0, "last": -1, "gaps": 0, "dups": 0,
-                                          "f": {f: [0, 0.0, 0.0, math.inf, -math.inf]
-                                                for f in FIELDS}}
-                seq = v["seq"]
-                if seq <= s["last"]:
-                    s["dups"] += 1
-                else:
-                    s["gaps"] += max(0, seq - s["last"] - 1)
-                    s["last"] = seq
-                s["count"] += 1
-                for f in FIELDS:
-                    x = v[f]
-                    st = s["f"][f]
-                    st[0] += 1
-                    st[1] += x
-                    st[2] += x * x
-                    st[3] = min(st[3], x)
-                    st[4] = max(st[4], x)
+                state[m.key()] = row_summary.update(state.get(m.key()), orjson.loads(m.value()))
         if time.monotonic() - last >= 1.0:
             commit()
             last = time.monotonic()
