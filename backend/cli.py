@@ -25,6 +25,20 @@ class UserError(Exception):
     """An error the user can fix; printed as one line, exit code 2."""
 
 
+def positive(kind: type[int] | type[float]):
+    """An argparse type: a number of `kind` above 0, with a one-line error otherwise."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+    return parse
+
+
 def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     """--bootstrap / --kafka-config, shared by every command that talks to Kafka."""
     parser.add_argument("--bootstrap", metavar="HOST:PORT",

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import UserError, add_cluster_args
-
-
-def _positive(kind: type):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-        return value
-    return parse
+from backend.cli import UserError, add_cluster_args, positive
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,21 +20,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_cluster_args(p)
     p.add_argument("--spark-remote", metavar="URL", help="Spark Connect URL (default: the "
                    "embedded engine, or SPARK_REMOTE)")
-    p.add_argument("--duration", type=_positive(float), default=60.0, metavar="S",
+    p.add_argument("--duration", type=positive(float), default=60.0, metavar="S",
                    help="seconds of disruption before draining (default 60)")
-    p.add_argument("--rate", type=_positive(float), default=500.0, help="msg/s (default 500)")
-    p.add_argument("--streams", type=_positive(int), default=24, help="cars (default 24)")
-    p.add_argument("--partitions", type=_positive(int), default=6, help="default 6")
-    p.add_argument("--replicas", type=_positive(int), default=3, help="at start (default 3)")
-    p.add_argument("--min-replicas", type=_positive(int), default=1, help="default 1")
-    p.add_argument("--max-replicas", type=_positive(int), default=5, help="default 5")
-    p.add_argument("--every", type=_positive(float), nargs=2, default=(4.0, 9.0),
+    p.add_argument("--rate", type=positive(float), default=500.0, help="msg/s (default 500)")
+    p.add_argument("--streams", type=positive(int), default=24, help="cars (default 24)")
+    p.add_argument("--partitions", type=positive(int), default=6, help="default 6")
+    p.add_argument("--replicas", type=positive(int), default=3, help="at start (default 3)")
+    p.add_argument("--min-replicas", type=positive(int), default=1, help="default 1")
+    p.add_argument("--max-replicas", type=positive(int), default=5, help="default 5")
+    p.add_argument("--every", type=positive(float), nargs=2, default=(4.0, 9.0),
                    metavar=("MIN", "MAX"), help="seconds between actions (default 4 9)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--protocol", choices=sorted(PROTOCOL_ASSIGNORS), default=DEFAULT_PROTOCOL)
     p.add_argument("--assignor", help=f"default {DEFAULT_ASSIGNOR} (uniform for consumer)")
     p.add_argument("--exactly-once", action="store_true", help="transactional replicas")
-    p.add_argument("--drain-timeout", type=_positive(float), default=180.0, metavar="S")
+    p.add_argument("--drain-timeout", type=positive(float), default=180.0, metavar="S")
     p.add_argument("--name", help="group/topic prefix (default chaos-<epoch seconds>)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.set_defaults(func=_chaos)

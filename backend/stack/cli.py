@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from backend.cli import add_cluster_args
+from backend.cli import add_cluster_args, positive
 from backend.paths import data_dir
 
 
@@ -56,25 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "sample RSS, fds, threads and zombies of every process, "
                                    "stop the stack and check nothing is left. Exit code 1 "
                                    "when a check fails.")
-    p.add_argument("--duration", type=_positive_float, default=120.0, metavar="S",
+    p.add_argument("--duration", type=positive(float), default=120.0, metavar="S",
                    help="seconds to run once the stack is up (default 120)")
-    p.add_argument("--kill-every", type=_positive_float, default=20.0, metavar="K",
+    p.add_argument("--kill-every", type=positive(float), default=20.0, metavar="K",
                    help="seconds between replica kills (default 20)")
-    p.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
+    p.add_argument("--interval", type=positive(float), default=2.0, metavar="S",
                    help="seconds between samples (default 2)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
                    help="also write the result as JSON")
     p.set_defaults(func=_soak)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
 
 
 def _soak(args: argparse.Namespace) -> int:
