@@ -182,24 +182,33 @@ def _growth_ok(first: int, last: int, slack: int) -> bool:
     return last - first <= max(slack, first * (RSS_RATIO - 1))
 
 
+def _growth_problems(label: str, first: dict[str, int], last: dict[str, int]) -> list[str]:
+    """fds and threads may not grow beyond their slack between two samples."""
+    return [f"{label}: {key} grew {first[key]} -> {last[key]}"
+            for key, slack in (("fds", FD_SLACK), ("threads", THREAD_SLACK))
+            if not _growth_ok(first[key], last[key], slack)]
+
+
+def _report(label: str, points: list[dict[str, int]], problems: list[str]) -> RoleReport:
+    first, last = points[0], points[-1]
+    rss = [v["rss"] for v in points]
+    return RoleReport(label, first["rss"] / 2**20, last["rss"] / 2**20, max(rss) / 2**20,
+                      min(rss) / 2**20, first["fds"], last["fds"], first["threads"],
+                      last["threads"], len(points), "ok" if not problems else "FAIL", problems)
+
+
 def judge_role(role: str, ticks: list[Tick], warm_from: float) -> RoleReport:
     series = [(t.t, t.roles[role]) for t in ticks if role in t.roles]
-    steady = [v for ts, v in series if ts >= warm_from] or [v for _, v in series]
-    problems = []
     if not series:
         return RoleReport(role, 0, 0, 0, 0, 0, 0, 0, 0, 0, "FAIL", [f"{role}: never sampled"])
+    steady = [v for ts, v in series if ts >= warm_from] or [v for _, v in series]
+    problems = []
     rss = [v["rss"] for v in steady]
     if min(rss) and max(rss) / min(rss) > RSS_RATIO:
         problems.append(f"{role}: RSS after warm-up {min(rss) / 2**20:.0f}..{max(rss) / 2**20:.0f}"
                         f" MB, more than {RSS_RATIO:.1f}x")
-    first, last = steady[0], steady[-1]
-    if not _growth_ok(first["fds"], last["fds"], FD_SLACK):
-        problems.append(f"{role}: fds grew {first['fds']} -> {last['fds']}")
-    if not _growth_ok(first["threads"], last["threads"], THREAD_SLACK):
-        problems.append(f"{role}: threads grew {first['threads']} -> {last['threads']}")
-    return RoleReport(role, first["rss"] / 2**20, last["rss"] / 2**20, max(rss) / 2**20,
-                      min(rss) / 2**20, first["fds"], last["fds"], first["threads"],
-                      last["threads"], len(steady), "ok" if not problems else "FAIL", problems)
+    problems += _growth_problems(role, steady[0], steady[-1])
+    return _report(role, steady, problems)
 
 
 def judge_replica_slot(ticks: list[Tick], warm_from: float, kill_every: float) -> RoleReport:
@@ -209,15 +218,14 @@ def judge_replica_slot(ticks: list[Tick], warm_from: float, kill_every: float) -
         for role, v in t.roles.items():
             if role.startswith("replica:"):
                 lives.setdefault(role, []).append((t.t, v))
-    peaks = []
-    for _, series in sorted(lives.items(), key=lambda kv: kv[1][0][0]):
-        born, died = series[0][0], series[-1][0]
-        if died - born >= kill_every and born >= warm_from:
-            peaks.append({k: max(v[k] for _, v in series) for k in ("rss", "fds", "threads")})
+    by_birth = sorted(lives.values(), key=lambda series: series[0][0])
+
+    def peak(series: list[tuple[float, dict[str, int]]]) -> dict[str, int]:
+        return {k: max(v[k] for _, v in series) for k in ("rss", "fds", "threads")}
+
+    peaks = [peak(s) for s in by_birth if s[-1][0] - s[0][0] >= kill_every and s[0][0] >= warm_from]
     if len(peaks) < 2:  # a short run: fall back to every incarnation seen after warm-up
-        peaks = [{k: max(v[k] for _, v in s) for k in ("rss", "fds", "threads")}
-                 for _, s in sorted(lives.items(), key=lambda kv: kv[1][0][0])
-                 if s[-1][0] >= warm_from]
+        peaks = [peak(s) for s in by_birth if s[-1][0] >= warm_from]
     if not peaks:
         return RoleReport("replica slot", 0, 0, 0, 0, 0, 0, 0, 0, 0, "FAIL",
                           ["replica slot: no replica sampled"])
@@ -230,15 +238,8 @@ def judge_replica_slot(ticks: list[Tick], warm_from: float, kill_every: float) -
         problems.append(f"replica slot: median peak RSS of later incarnations "
                         f"{statistics.median(later) / 2**20:.0f} MB is {trend:.2f}x the earlier "
                         f"{statistics.median(earlier) / 2**20:.0f} MB (limit {RSS_RATIO:.1f}x)")
-    first, last = peaks[0], peaks[-1]
-    if not _growth_ok(first["fds"], last["fds"], FD_SLACK):
-        problems.append(f"replica slot: fds grew {first['fds']} -> {last['fds']}")
-    if not _growth_ok(first["threads"], last["threads"], THREAD_SLACK):
-        problems.append(f"replica slot: threads grew {first['threads']} -> {last['threads']}")
-    return RoleReport("replica slot", first["rss"] / 2**20, last["rss"] / 2**20,
-                      max(rss) / 2**20, min(rss) / 2**20, first["fds"], last["fds"],
-                      first["threads"], last["threads"], len(peaks),
-                      "ok" if not problems else "FAIL", problems)
+    problems += _growth_problems("replica slot", peaks[0], peaks[-1])
+    return _report("replica slot", peaks, problems)
 
 
 class Soak:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.stack.soak import Tick, judge_replica_slot
+from backend.stack.soak import Tick, judge_replica_slot, judge_role
 
 MB = 2**20
 
@@ -27,3 +27,15 @@ def test_memory_growing_across_incarnations_fails() -> None:
     report = judge_replica_slot(_ticks([150, 160, 170, 200, 220, 240]), 0.0, 20.0)
     assert report.verdict == "FAIL"
     assert "later incarnations" in report.problems[0]
+
+
+def test_a_long_lived_role_fails_on_rss_or_fd_growth_after_warm_up() -> None:
+    def ticks(rss_mb: list[int], fds: list[int]) -> list[Tick]:
+        return [Tick(float(i), {"spark": {"rss": r * MB, "fds": f, "threads": 40, "procs": 1}},
+                     []) for i, (r, f) in enumerate(zip(rss_mb, fds, strict=True))]
+
+    warm = judge_role("spark", ticks([900, 1600, 1650, 1640], [300, 339, 339, 340]), 1.0)
+    assert warm.verdict == "ok", warm.problems  # growth during warm-up does not count
+    grown = judge_role("spark", ticks([900, 1600, 1700, 2000], [300, 339, 380, 420]), 1.0)
+    assert grown.problems == ["spark: RSS after warm-up 1600..2000 MB, more than 1.2x",
+                              "spark: fds grew 339 -> 420"]
