@@ -92,6 +92,7 @@ class ChaosRun:
         self.monitor = RunMonitor()
         self.done = dict.fromkeys((KILL, STOP, START, SCALE), 0)
         self.skipped = 0
+        self._seen_ms: int | None = None  # taken_ms of the last snapshot folded in
 
     # ---- the run ---------------------------------------------------------------------------
 
@@ -177,8 +178,8 @@ class ChaosRun:
 
     def _watch(self, observer: Observer) -> Snapshot | None:
         snap = observer.latest()
-        if snap is not None and snap.taken_ms != getattr(self, "_last_ms", None):
-            self._last_ms = snap.taken_ms
+        if snap is not None and snap.taken_ms != self._seen_ms:
+            self._seen_ms = snap.taken_ms
             self.monitor.observe(snap.taken_ms / 1000, snap)
         return snap
 

@@ -31,25 +31,14 @@ class StreamVerdict:
 class Verdict:
     streams: tuple[StreamVerdict, ...]
 
-    @property
-    def produced(self) -> int:
-        return sum(s.produced for s in self.streams)
+    def total(self, name: str) -> int:
+        return sum(getattr(s, name) for s in self.streams)
 
-    @property
-    def processed(self) -> int:
-        return sum(s.processed for s in self.streams)
-
-    @property
-    def lost(self) -> int:
-        return sum(s.lost for s in self.streams)
-
-    @property
-    def duplicates(self) -> int:
-        return sum(s.duplicates for s in self.streams)
-
-    @property
-    def unexpected(self) -> int:
-        return sum(s.unexpected for s in self.streams)
+    produced = property(lambda self: self.total("produced"))
+    processed = property(lambda self: self.total("processed"))
+    lost = property(lambda self: self.total("lost"))
+    duplicates = property(lambda self: self.total("duplicates"))
+    unexpected = property(lambda self: self.total("unexpected"))
 
 
 def judge(produced: dict[str, int], summaries: dict[str, dict]) -> Verdict:
