@@ -30,12 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from backend.cluster.clients import quiet_admin  # noqa: E402
 from backend.cluster.embedded import EmbeddedBroker  # noqa: E402
 from backend.cluster.groups import describe_group  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.supervisor.auth import read_control_files  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
-from backend.supervisor.service import _quiet_admin  # noqa: E402
 
 STANDIN = ROOT / "tests" / "supervisor" / "standin_member.py"
 
@@ -71,7 +71,7 @@ def main() -> int:
     backend = None
     try:
         kafka = broker.settings
-        admin = _quiet_admin(kafka)
+        admin = quiet_admin(kafka)
         data = work / "data"
         cmd = [sys.executable, "-m", "backend.cli", "backend", "--bootstrap", kafka.bootstrap,
                "--data-dir", str(data), "--replicas", "0", "--rate", "50",

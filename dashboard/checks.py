@@ -120,9 +120,6 @@ def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) ->
 
 
 def _quiet() -> dict[str, object]:
-    import logging
+    from backend.cluster.clients import quiet_logger
 
-    logger = logging.getLogger("groupscope.dashboard.librdkafka")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return {"logger": logger}
+    return {"logger": quiet_logger("groupscope.dashboard.librdkafka")}

@@ -86,13 +86,9 @@ class KafkaSettings:
 
 
 def _quiet_logger() -> dict[str, object]:
-    """Keep librdkafka's connection-refused chatter off stderr; errors come via error_cb."""
-    import logging
+    from backend.cluster.clients import quiet_logger  # clients imports this module
 
-    logger = logging.getLogger("groupscope.librdkafka")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return {"logger": logger}
+    return {"logger": quiet_logger()}
 
 
 def resolve_settings(

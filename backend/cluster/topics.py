@@ -9,13 +9,13 @@ the design (a changelog that is not compacted, or is not co-partitioned) is a cl
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
+from backend.cluster.clients import error_text, quiet_admin
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import (
     DEFAULT_GROUP,
@@ -85,20 +85,6 @@ class TopicSpec:
     config: dict[str, str] = field(default_factory=dict)
 
 
-def _admin(settings: KafkaSettings) -> AdminClient:
-    logger = logging.getLogger("groupscope.librdkafka")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return AdminClient(settings.client_config(logger=logger))
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        err: KafkaError = exc.args[0]
-        return f"{err.name()}: {err.str()}"
-    return str(exc)
-
-
 def _is_code(exc: BaseException, code: int) -> bool:
     return (isinstance(exc, KafkaException) and bool(exc.args)
             and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == code)
@@ -127,7 +113,7 @@ def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
             entries = fut.result(timeout=ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             raise TopicError(f"cannot read the config of topic {res.name}: "
-                             f"{_error_text(exc)}") from None
+                             f"{error_text(exc)}") from None
         # only what was set on the topic (plus the cleanup policy): a small, readable dict
         out[res.name] = {k: e.value for k, e in entries.items()
                          if e.value is not None and (not e.is_default or k == "cleanup.policy")}
@@ -150,7 +136,7 @@ def _wait_visible(admin: AdminClient, expected: dict[str, int], timeout: float) 
 
 def ensure(settings: KafkaSettings, specs: list[TopicSpec]) -> list[TopicInfo]:
     """Create the missing topics of `specs`; leave existing ones as they are. Idempotent."""
-    admin = _admin(settings)
+    admin = quiet_admin(settings)
     names = [s.name for s in specs]
     existing = _describe(admin, names)
     to_create = [s for s in specs if s.name not in existing]
@@ -166,7 +152,7 @@ def ensure(settings: KafkaSettings, specs: list[TopicSpec]) -> list[TopicInfo]:
             except KafkaException as exc:
                 if _is_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):
                     continue  # another process won the race: fine, it exists
-                failures.append(f"{name}: {_error_text(exc)}")
+                failures.append(f"{name}: {error_text(exc)}")
         if failures:
             raise TopicError("broker refused to create topic " + "; ".join(failures))
         _wait_visible(admin, {s.name: s.partitions for s in to_create}, ADMIN_TIMEOUT_S)
@@ -230,7 +216,7 @@ def add_partitions(settings: KafkaSettings, topic: str, n: int) -> TopicInfo:
     """
     if n < 1:
         raise TopicError(f"partition count must be at least 1, got {n}")
-    admin = _admin(settings)
+    admin = quiet_admin(settings)
     current = _describe(admin, [topic])
     if topic not in current:
         raise TopicError(f"topic {topic} does not exist")
@@ -246,7 +232,7 @@ def add_partitions(settings: KafkaSettings, topic: str, n: int) -> TopicInfo:
             # a concurrent grow to the same count reports INVALID_PARTITIONS: re-check below
             if not _is_code(exc, KafkaError.INVALID_PARTITIONS):
                 raise TopicError(f"broker refused to grow {topic} to {n} partitions: "
-                                 f"{_error_text(exc)}") from None
+                                 f"{error_text(exc)}") from None
         _wait_visible(admin, {topic: n}, ADMIN_TIMEOUT_S)
     parts, replication = _describe(admin, [topic])[topic]
     if parts != n:

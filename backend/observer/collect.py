@@ -9,7 +9,6 @@ one round trip per request type whatever the number of partitions.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections.abc import Iterable
@@ -19,8 +18,9 @@ from typing import NoReturn
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from backend.cluster.clients import GuardedAdmin, error_text, quiet_logger
 from backend.cluster.groups import TP, GroupMember, description_from, state_name
-from backend.cluster.settings import KafkaSettings
+from backend.cluster.settings import ClusterUnreachable, KafkaSettings
 
 log = logging.getLogger("groupscope.observer")
 
@@ -55,27 +55,22 @@ class RawObservation:
         return tuple(sorted(self.partition_counts))
 
 
-def _error_text(exc: BaseException) -> str:
-    """Kafka errors carry only codes and broker messages, never client config; keep one line."""
-    if isinstance(exc, KafkaException) and exc.args:
-        err = exc.args[0]
-        name = getattr(err, "name", lambda: "")()
-        text = getattr(err, "str", lambda: str(err))()
-        return f"{name}: {text}" if name else text
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
 class Collector:
-    """One AdminClient, reused for every poll of every group (connections stay warm)."""
+    """One AdminClient, reused for every poll of every group (connections stay warm), and
+    replaced through its guard after a poll that failed."""
 
     def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
         self.settings = settings
         self.timeout = timeout
         self.errors: list[str] = []
         self._metadata_cache: dict[str, tuple[float, int]] = {}
-        self.admin = AdminClient(settings.client_config(
-            error_cb=self._on_error, logger=_quiet_logger(), **{"client.id": "groupscope-observer"}
-        ))
+        self.guard = GuardedAdmin(lambda: AdminClient(settings.client_config(
+            error_cb=self._on_error, logger=quiet_logger(),
+            **{"client.id": "groupscope-observer"})))
+
+    @property
+    def admin(self) -> AdminClient:
+        return self.guard.client
 
     def _on_error(self, err: object) -> None:
         self.errors.append(str(err))
@@ -122,13 +117,21 @@ class Collector:
 
         Transient coordinator errors (loading, moving) are retried a few times at once: they
         are normal right after a broker start and say nothing about the group."""
+        try:
+            self.guard.ready()
+        except ClusterUnreachable as exc:
+            raise CollectError(str(exc)) from None
         for attempt in range(attempts):
             try:
                 return self._collect(group, topic)
             except _Retriable as exc:
                 if attempt == attempts - 1:
+                    self.guard.failed()
                     raise CollectError(str(exc)) from None
                 time.sleep(0.2 * (attempt + 1))
+            except BaseException:
+                self.guard.failed()
+                raise
         raise AssertionError("unreachable")
 
     def _collect(self, group: str, topic: str | None) -> RawObservation:
@@ -198,12 +201,7 @@ class Collector:
         return _resolve_offsets(futs)
 
     def close(self) -> None:
-        """Destroy the client now, while Python is fully alive: a librdkafka handle with
-        Python callbacks that is only collected at interpreter exit can crash the process."""
-        admin, self.admin = self.admin, None  # type: ignore[assignment]
-        if admin is not None:
-            del admin
-            gc.collect()
+        self.guard.close()
 
 
 class _Retriable(CollectError):
@@ -213,7 +211,7 @@ class _Retriable(CollectError):
 def _raise(what: str, exc: KafkaException) -> NoReturn:
     err = exc.args[0] if exc.args else None
     retriable = bool(getattr(err, "retriable", lambda: False)())
-    text = _error_text(exc)
+    text = error_text(exc)
     if not retriable and any(code in text for code in _TRANSIENT):
         retriable = True
     raise (_Retriable if retriable else CollectError)(f"{what}: {text}") from None
@@ -230,12 +228,3 @@ def _resolve_offsets(futs: dict) -> dict[TP, int]:
         except KafkaException as exc:
             _raise(f"cannot list offsets of {tp.topic}[{tp.partition}]", exc)
     return out
-
-
-def _quiet_logger() -> logging.Logger:
-    """librdkafka's own log lines go to a logger that drops them; errors arrive via error_cb."""
-    logger = logging.getLogger("groupscope.librdkafka")
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return logger

@@ -15,9 +15,10 @@ import time
 from collections import deque
 from dataclasses import replace
 
+from backend.cluster.clients import error_text
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import INPUT_TOPIC, Snapshot
-from backend.observer.collect import CollectError, Collector, RawObservation, _error_text
+from backend.observer.collect import CollectError, Collector, RawObservation
 from backend.observer.derive import (
     choose_topic,
     member_views,
@@ -62,55 +63,22 @@ class Observer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.last_error: str | None = None
-        self._suspect = False  # the last poll failed: probe with metadata before describing
 
     # ---- one cycle -------------------------------------------------------------------
 
     def poll_once(self) -> Snapshot:
         with self._lock:
-            if self._suspect and not self._reconnect():
-                return self._publish_error(self.last_error or "cluster unreachable")
             generation = self._generation()
             try:
                 obs = self.collector.collect(self.group, self.topic)
                 if generation is not None:
                     obs = replace(obs, generation=generation)
-            except CollectError as exc:
-                self._suspect = True
+            except CollectError as exc:  # the collector's guard reconnects before the next one
                 return self._publish_error(str(exc))
             except Exception as exc:  # a broken connection must not kill the loop
-                self._suspect = True
-                return self._publish_error(_error_text(exc))
+                return self._publish_error(error_text(exc))
             self.last_error = None
             return self._publish(self._build(obs))
-
-    def _reconnect(self) -> bool:
-        """After a failed poll: no group request until the cluster answers again, then a new
-        client whose connection is up before the first coordinator request.
-
-        librdkafka 2.16 aborts the whole process (`rd_kafka_enq_once_del_source_return:
-        Assertion eonce->refcnt > 0`) when a coordinator-bound admin request (describe group,
-        offset fetch) meets a broker connection that is not up - exactly what repeated
-        describes during a broker restart produce. A metadata request is not coordinator
-        bound, so it is the safe probe; the old client, with its failed coordinator state,
-        is replaced.
-        """
-        try:
-            self.collector.admin.list_topics(timeout=2.0)
-        except Exception as exc:
-            self.last_error = f"cluster unreachable: {_error_text(exc)}"
-            return False
-        fresh = Collector(self.settings)
-        try:
-            fresh.admin.list_topics(timeout=5.0)  # connection up before any group request
-        except Exception as exc:
-            fresh.close()
-            self.last_error = f"cluster unreachable: {_error_text(exc)}"
-            return False
-        old, self.collector = self.collector, fresh
-        old.close()
-        self._suspect = False
-        return True
 
     def _generation(self) -> int | None:
         """Drained *before* describing, so a generation is never newer than the members."""
@@ -123,7 +91,7 @@ class Observer:
         try:
             return self._gen.current()
         except Exception as exc:
-            log.warning("generation unavailable: %s", _error_text(exc))
+            log.warning("generation unavailable: %s", error_text(exc))
             self.read_generation = False
             return None
 
@@ -236,7 +204,7 @@ class Observer:
         try:
             seen = self._sampler_client().sample_keys(topic, ends, starts)
         except Exception as exc:
-            log.warning("key sampling of %s failed: %s", topic, _error_text(exc))
+            log.warning("key sampling of %s failed: %s", topic, error_text(exc))
             return
         for key, p in seen.items():
             self._keys[key] = p
@@ -254,7 +222,7 @@ class Observer:
         try:
             return self._sampler_client().timestamps(topic, lagging)
         except Exception as exc:
-            log.warning("record timestamps of %s unavailable: %s", topic, _error_text(exc))
+            log.warning("record timestamps of %s unavailable: %s", topic, error_text(exc))
             return {}
 
     # ---- background loop -------------------------------------------------------------
@@ -274,7 +242,7 @@ class Observer:
             try:
                 self.poll_once()
             except Exception as exc:  # never let the dashboard's observer die silently
-                log.warning("observer poll failed: %s", _error_text(exc))
+                log.warning("observer poll failed: %s", error_text(exc))
             next_at += self.interval
             delay = next_at - time.monotonic()
             if delay < 0:  # fell behind: skip missed ticks instead of bursting

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer
 
+from backend.cluster.clients import quiet_logger
 from backend.cluster.settings import KafkaSettings
-from backend.observer.collect import _quiet_logger
 
 
 def readonly_consumer(settings: KafkaSettings, purpose: str, group: str) -> Consumer:
@@ -26,5 +26,5 @@ def readonly_consumer(settings: KafkaSettings, purpose: str, group: str) -> Cons
         "auto.offset.reset": "earliest",
         "enable.partition.eof": True,
         "fetch.wait.max.ms": 100,
-        "logger": _quiet_logger(),
+        "logger": quiet_logger(),
     }))

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
+from backend.cluster.clients import GuardedAdmin, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
@@ -68,13 +67,6 @@ class ServiceConfig:
     stop_grace: float = DEFAULT_STOP_GRACE
 
 
-def _quiet_admin(settings: KafkaSettings) -> AdminClient:
-    logger = logging.getLogger("groupscope.librdkafka")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return AdminClient(settings.client_config(logger=logger))
-
-
 def _json_number(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else x
 
@@ -89,7 +81,7 @@ class SupervisorService:
         self.pool: ReplicaPool | None = None
         self.server: ControlServer | None = None
         self.fleet: Any = None
-        self._admin: AdminClient | None = None
+        self._admin: GuardedAdmin | None = None
         self._partitions: int | None = None
         self._topic_lock = threading.Lock()
 
@@ -103,7 +95,7 @@ class SupervisorService:
             layout = ensure_topics(cfg.settings, group=cfg.group, topic=cfg.topic,
                                    partitions=cfg.partitions)
             self._partitions = layout.input.partitions
-            self._admin = _quiet_admin(cfg.settings)
+            self._admin = GuardedAdmin(lambda: quiet_admin(cfg.settings))
             if cfg.fleet:
                 from backend.fleet.simulator import FleetSimulator
 
@@ -145,6 +137,9 @@ class SupervisorService:
             except Exception as exc:
                 log.warning("fleet simulator did not stop cleanly: %s", exc)
             self.fleet = None
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
 
     @property
     def url(self) -> str:
@@ -181,8 +176,17 @@ class SupervisorService:
         return self.pool
 
     def group_view(self) -> GroupDescription:
+        """Through the admin guard: after a failed describe (broker restarting) the next one
+        waits for metadata to answer, so librdkafka cannot abort this process and, with it,
+        every replica it started."""
         assert self._admin is not None
-        return describe_group(self._admin, self.config.group, timeout=DESCRIBE_TIMEOUT_S)
+        self._admin.ready()
+        try:
+            return describe_group(self._admin.client, self.config.group,
+                                  timeout=DESCRIBE_TIMEOUT_S)
+        except BaseException:
+            self._admin.failed()
+            raise
 
     def status(self) -> Status:
         pool = self._pool()
@@ -333,7 +337,7 @@ class SupervisorService:
     def _current_partitions(self) -> int:
         assert self._admin is not None
         try:
-            md = self._admin.list_topics(self.config.topic, timeout=DESCRIBE_TIMEOUT_S)
+            md = self._admin.client.list_topics(self.config.topic, timeout=DESCRIBE_TIMEOUT_S)
             topic = md.topics.get(self.config.topic)
             if topic is None or topic.error is not None:
                 raise DependencyError(f"topic {self.config.topic} is not available")

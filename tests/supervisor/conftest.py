@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from backend.cluster.clients import quiet_admin
 from backend.cluster.groups import describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.supervisor.auth import read_control_files
 from backend.supervisor.client import ControlClient
-from backend.supervisor.service import _quiet_admin
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("standin_member.py")
@@ -89,7 +89,7 @@ _ADMINS: dict[str, object] = {}
 
 def _admin(kafka: KafkaSettings):
     if kafka.bootstrap not in _ADMINS:
-        _ADMINS[kafka.bootstrap] = _quiet_admin(kafka)
+        _ADMINS[kafka.bootstrap] = quiet_admin(kafka)
     return _ADMINS[kafka.bootstrap]
 
 

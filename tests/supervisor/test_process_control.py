@@ -115,9 +115,9 @@ def test_fleet_and_partitions_report_real_numbers(
                 if partition_for(s, 6) != partition_for(s, 8)]
     assert (change.before, change.after, change.streams_checked) == (6, 8, 10)
     assert list(change.moved) == expected and expected
-    from backend.supervisor.service import _quiet_admin
+    from backend.cluster.clients import quiet_admin
 
-    md = _quiet_admin(kafka).list_topics(timeout=10)
+    md = quiet_admin(kafka).list_topics(timeout=10)
     assert len(md.topics[b.topic].partitions) == 8
     assert len(md.topics[summaries_topic(b.group)].partitions) == 8
     with pytest.raises(ControlError) as err:
