@@ -1,0 +1,215 @@
+"""Plotly charts from the benchmarks' JSON (bench/results/*.json) as standalone HTML.
+
+Each chart reads one file a benchmark writes with `--json`; a missing file is skipped with a
+one-line note, so the charts can be rebuilt whatever subset of benchmarks has been run.
+Output goes to bench/charts/<name>.html with one shared plotly.min.js next to the pages
+(readers may be offline, and embedding the 4.8 MB library in every page would multiply it),
+plus <name>.png when `kaleido` is importable (it is not installed by default; HTML only then).
+
+    .venv/bin/python bench/charts.py [--results bench/results] [--out bench/charts]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+HERE = Path(__file__).resolve().parent
+MODE_COLOURS = {"alo": "#1f77b4", "eos": "#ff7f0e"}
+MODE_NAMES = {"alo": "at-least-once", "eos": "exactly-once"}
+VARIANT_NAMES = {"raw": "raw loop", "rawsum": "raw loop + summary", "quix": "Quix Streams"}
+
+
+def _label(row: dict[str, Any]) -> str:
+    v = row["variant"]
+    return f"groupscope ×{row['replicas']}" if v == "groupscope" else VARIANT_NAMES.get(v, v)
+
+
+def _bar(spread: dict[str, float], name: str, x: list[str], colour: str,
+         show: bool) -> go.Bar:
+    return go.Bar(name=name, x=x, y=[s["median"] for s in spread], marker_color=colour,
+                  legendgroup=name, showlegend=show,
+                  error_y={"type": "data", "symmetric": False,
+                           "array": [s["max"] - s["median"] for s in spread],
+                           "arrayminus": [s["median"] - s["min"] for s in spread]})
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {"median": median, "min": ordered[0], "max": ordered[-1], "n": len(ordered)}
+
+
+def throughput_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per variant × replicas × mode with `rate` and `wall_rate` spreads.
+
+    Built from `runs` (every run, in every version of throughput.py's JSON); the `table`
+    of early versions has no wall rate, so it is only the fallback.
+    """
+    runs = [r for r in data.get("runs", []) if r.get("ok")]
+    if not runs:
+        return [r for r in data.get("table", []) if r.get("ok", True) and "rate" in r]
+    rows: dict[tuple, dict[str, Any]] = {}
+    for r in runs:
+        key = (r["variant"], r["replicas"], r["mode"])
+        row = rows.setdefault(key, {"variant": key[0], "replicas": key[1], "mode": key[2],
+                                    "_rate": [], "_wall": []})
+        row["_rate"].append(r["rate"])
+        if "wall_rate" in r:
+            row["_wall"].append(r["wall_rate"])
+    out = []
+    for row in rows.values():
+        rate, wall = row.pop("_rate"), row.pop("_wall")
+        row["rate"] = _spread(rate)
+        if len(wall) == len(rate):
+            row["wall_rate"] = _spread(wall)
+        out.append(row)
+    return out
+
+
+def throughput_figure(data: dict[str, Any]) -> go.Figure:
+    """msg/s per variant × mode (median, min–max error bars), and the ratio to the raw loop.
+
+    `rate` is first to last commit, `wall_rate` all messages / time from process start. The
+    ratio is on the wall rate when every row has one (the raw loop finishes too quickly for
+    a commit-to-commit rate), else on `rate`.
+    """
+    rows = throughput_rows(data)
+    metric = "wall_rate" if all("wall_rate" in r for r in rows) else "rate"
+    panels = [("rate", "steady msg/s (first to last commit; too few commits for the raw loop)")]
+    if metric == "wall_rate":
+        panels.append(("wall_rate", "wall msg/s (all messages / time from start)"))
+    fig = make_subplots(rows=len(panels) + 1, cols=1, vertical_spacing=0.08,
+                        subplot_titles=[t for _, t in panels]
+                        + [f"ratio to the raw loop ({'wall' if metric == 'wall_rate' else 'steady'}"
+                           " rate, median)"])
+    order = list(dict.fromkeys(_label(r) for r in rows))
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        mine = [r for r in rows if r["mode"] == mode]
+        x = [_label(r) for r in mine]
+        name, colour = MODE_NAMES.get(mode, mode), MODE_COLOURS.get(mode, "#7f7f7f")
+        for i, (key, _) in enumerate(panels, start=1):
+            fig.add_trace(_bar([r[key] for r in mine], name, x, colour, show=i == 1),
+                          row=i, col=1)
+        raw = [r[metric]["median"] for r in mine if r["variant"] == "raw"]
+        ratios = [round(r[metric]["median"] / raw[0], 3) if raw else r.get("vs_raw")
+                  for r in mine]
+        fig.add_trace(go.Bar(name=name, x=x, y=ratios, marker_color=colour, legendgroup=name,
+                             showlegend=False, text=[f"{v:.2f}" if v else "" for v in ratios],
+                             textposition="outside"), row=len(panels) + 1, col=1)
+    for i in range(1, len(panels) + 2):
+        fig.update_xaxes(categoryorder="array", categoryarray=order, row=i, col=1)
+    for i in range(1, len(panels) + 1):
+        fig.update_yaxes(title_text="msg/s", row=i, col=1)
+    fig.update_yaxes(title_text="× raw", row=len(panels) + 1, col=1)
+    fig.update_layout(barmode="group", height=330 * (len(panels) + 1),
+                      title=_title("Throughput: messages fully processed per second", data))
+    return fig
+
+
+def scale_figure(data: dict[str, Any]) -> go.Figure:
+    """scale.py: lag and observer poll time over each window, produced vs committed, partitions."""
+    a = data["args"]
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.15, horizontal_spacing=0.1,
+                        subplot_titles=["total lag (messages) over the window",
+                                        "produced vs committed msg/s",
+                                        "observer snapshot time (ms)",
+                                        "partitions and RSS per replica"],
+                        specs=[[{}, {}], [{}, {"secondary_y": True}]])
+    windows = [w for w in data.get("windows", []) if w.get("ok")]
+    for w in windows:
+        name = f"{w['rate']:.0f} msg/s"
+        t = [p["t"] for p in w["series"]]
+        fig.add_trace(go.Scatter(x=t, y=[p["lag"] for p in w["series"]], mode="lines",
+                                 name=f"lag @ {name}", legendgroup=name), row=1, col=1)
+        fig.add_trace(go.Scatter(x=t, y=[p["poll_ms"] for p in w["series"]], mode="lines",
+                                 name=f"snapshot @ {name}", legendgroup=name), row=2, col=1)
+    x = [f"{w['rate']:.0f}" for w in windows]
+    fig.add_trace(go.Bar(name="produced", x=x, y=[w["produced_rate"] for w in windows],
+                         marker_color="#7f7f7f"), row=1, col=2)
+    fig.add_trace(go.Bar(name="committed", x=x, y=[w["committed_rate"] for w in windows],
+                         marker_color="#2ca02c"), row=1, col=2)
+    reps = data.get("replicas", [])
+    names = [r["name"] for r in reps]
+    fig.add_trace(go.Bar(name="partitions", x=names, y=[r["partitions"] for r in reps],
+                         marker_color="#1f77b4"), row=2, col=2)
+    fig.add_trace(go.Scatter(name="RSS MiB", x=names, y=[r["rss_mb"] for r in reps],
+                             mode="markers", marker_color="#d62728"),
+                  row=2, col=2, secondary_y=True)
+    fig.update_xaxes(title_text="s", row=1, col=1)
+    fig.update_xaxes(title_text="s", row=2, col=1)
+    fig.update_xaxes(title_text="target rate msg/s", type="category", row=1, col=2)
+    fig.update_yaxes(title_text="partitions", row=2, col=2)
+    fig.update_yaxes(title_text="MiB", row=2, col=2, secondary_y=True)
+    fig.update_layout(barmode="group", height=760, title=_title(
+        f"Scale: {a['streams']} streams / {a['partitions']} partitions / {a['replicas']} "
+        f"replicas (joined in {data.get('join_s')} s)", data))
+    return fig
+
+
+def _title(text: str, data: dict[str, Any]) -> str:
+    load = data.get("load") or {}
+    m = data.get("machine") or {}
+    return (f"{text}<br><sup>{m.get('nproc', '?')} cores, load average "
+            f"{load.get('min', '?')}–{load.get('max', '?')} (median {load.get('median', '?')})"
+            "</sup>")
+
+
+CHARTS: dict[str, tuple[str, Callable[[dict[str, Any]], go.Figure]]] = {
+    "throughput": ("throughput.json", throughput_figure),
+    "scale": ("scale.json", scale_figure),
+}
+
+
+def write(fig: go.Figure, out: Path, name: str, png: bool) -> list[Path]:
+    """HTML that loads ./plotly.min.js (written once, by the first page), PNG if possible."""
+    out.mkdir(parents=True, exist_ok=True)
+    html = out / f"{name}.html"
+    fig.write_html(html, include_plotlyjs="directory", full_html=True)
+    written = [html]
+    if png:
+        fig.write_image(out / f"{name}.png", width=1100, height=fig.layout.height or 700)
+        written.append(out / f"{name}.png")
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=HERE / "results")
+    ap.add_argument("--out", type=Path, default=HERE / "charts")
+    ap.add_argument("--only", help="comma-separated chart names (default: all)")
+    args = ap.parse_args(argv)
+    png = importlib.util.find_spec("kaleido") is not None
+    if not png:
+        print("charts: kaleido is not installed: HTML only")
+    wanted = args.only.split(",") if args.only else list(CHARTS)
+    for name in wanted:
+        if name not in CHARTS:
+            print(f"charts: unknown chart {name!r}; known: {', '.join(CHARTS)}", file=sys.stderr)
+            return 2
+        source, build = CHARTS[name]
+        path = args.results / source
+        if not path.exists():
+            print(f"charts: skip {name}: no {path}")
+            continue
+        try:
+            fig = build(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            print(f"charts: skip {name}: {path} has an unexpected shape ({exc!r})")
+            continue
+        for p in write(fig, args.out, name, png):
+            print(f"charts: wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
