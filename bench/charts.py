@@ -156,6 +156,92 @@ def scale_figure(data: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def _upper(spreads: list[dict[str, float] | None], key: str = "median") -> dict[str, Any]:
+    """Error bar from the median up to the max (rebalance/footprint report median and max)."""
+    return {"type": "data", "symmetric": False,
+            "array": [(s["max"] - s[key]) if s else 0 for s in spreads],
+            "arrayminus": [(s[key] - s["min"]) if s and "min" in s else 0 for s in spreads]}
+
+
+REBALANCE_COLUMNS = (("a_broker_s", "a: broker's new assignment", "#1f77b4"),
+                     ("b_observer_s", "b: observer's snapshot shows it", "#ff7f0e"),
+                     ("c_processed_s", "c: moved stream processed", "#2ca02c"))
+
+
+def rebalance_figure(data: dict[str, Any]) -> go.Figure:
+    """rebalance.py: seconds from kill -9 / graceful stop to a, b, c per assignor; moved."""
+    rows = [r for r in data["table"] if r.get("reps")]
+    events = list(dict.fromkeys(r["event"] for r in rows))
+    titles = [f"after {'kill -9' if e == 'kill' else 'graceful stop' if e == 'stop' else e} "
+              "(s, median, bar to max)" for e in events] + ["partitions moved (median)"]
+    fig = make_subplots(rows=len(events) + 1, cols=1, vertical_spacing=0.1,
+                        subplot_titles=titles)
+    for i, ev in enumerate(events, start=1):
+        mine = [r for r in rows if r["event"] == ev]
+        x = [r["assignor"] for r in mine]
+        for col, name, colour in REBALANCE_COLUMNS:
+            spreads = [r.get(col) for r in mine]
+            fig.add_trace(go.Bar(name=name, x=x, y=[s["median"] if s else None for s in spreads],
+                                 marker_color=colour, legendgroup=col, showlegend=i == 1,
+                                 error_y=_upper(spreads)), row=i, col=1)
+        fig.update_yaxes(title_text="s", row=i, col=1)
+    for ev, colour in zip(events, ("#9467bd", "#8c564b", "#7f7f7f"), strict=False):
+        mine = [r for r in rows if r["event"] == ev]
+        fig.add_trace(go.Bar(name=f"moved ({ev})", x=[r["assignor"] for r in mine],
+                             y=[r["moved"]["median"] if r.get("moved") else None for r in mine],
+                             marker_color=colour), row=len(events) + 1, col=1)
+    fig.update_layout(barmode="group", height=330 * (len(events) + 1),
+                      title=_title("Rebalance: from a replica's end to its partitions moving",
+                                   data))
+    return fig
+
+
+def latency_figure(data: dict[str, Any]) -> go.Figure:
+    """latency.py: produce → summary visible in a snapshot, p50/p90/p99 per rate, split."""
+    rows = [r for r in data["results"] if r.get("latency_ms")]
+    x = [f"{r['rate']:.0f} msg/s" + ("" if r.get("sustained", True) else " (not sustained)")
+         for r in rows]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=["produce → visible in a snapshot (ms)",
+                                        "median split: summarised, then shown (ms)"])
+    for q, colour in (("p50", "#1f77b4"), ("p90", "#ff7f0e"), ("p99", "#d62728")):
+        fig.add_trace(go.Bar(name=q, x=x, y=[r["latency_ms"][q] for r in rows],
+                             marker_color=colour), row=1, col=1)
+    for key, name, colour in (("summarised_ms", "produce → summary written", "#2ca02c"),
+                              ("shown_ms", "summary written → shown", "#9467bd")):
+        fig.add_trace(go.Bar(name=name, x=x,
+                             y=[(r.get(key) or {}).get("p50") for r in rows],
+                             marker_color=colour), row=1, col=2)
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    fig.update_layout(barmode="group", height=480,
+                      title=_title("Latency: a message from produce to the dashboard", data))
+    return fig
+
+
+def footprint_figure(data: dict[str, Any]) -> go.Figure:
+    """footprint.py: start-up milestones of `groupscope up` and resident memory per role."""
+    s = data["summary"]
+    marks = dict(s.get("startup_s") or {})
+    if s.get("start_replica_to_first_batch_s"):
+        marks["start replica → first batch"] = s["start_replica_to_first_batch_s"]
+    rss = {k: v for k, v in (s.get("rss_mb") or {}).items() if not k.startswith("replica:")}
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.25,
+                        subplot_titles=["seconds from launching `groupscope up` (median, "
+                                        "min–max)", "resident memory MiB (median, bar to max)"])
+    names = list(marks)
+    fig.add_trace(go.Bar(name="start-up s", y=names, x=[marks[n]["median"] for n in names],
+                         orientation="h", marker_color="#1f77b4",
+                         error_x=_upper([marks[n] for n in names])), row=1, col=1)
+    roles = list(rss)
+    fig.add_trace(go.Bar(name="RSS MiB", y=roles, x=[rss[r]["median"] for r in roles],
+                         orientation="h", marker_color="#2ca02c",
+                         error_x=_upper([rss[r] for r in roles])), row=1, col=2)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_layout(height=460, showlegend=False,
+                      title=_title("Footprint and start-up", data))
+    return fig
+
+
 def _title(text: str, data: dict[str, Any]) -> str:
     load = data.get("load") or {}
     m = data.get("machine") or {}
@@ -167,6 +253,9 @@ def _title(text: str, data: dict[str, Any]) -> str:
 CHARTS: dict[str, tuple[str, Callable[[dict[str, Any]], go.Figure]]] = {
     "throughput": ("throughput.json", throughput_figure),
     "scale": ("scale.json", scale_figure),
+    "rebalance": ("rebalance.json", rebalance_figure),
+    "latency": ("latency.json", latency_figure),
+    "footprint": ("footprint.json", footprint_figure),
 }
 
 

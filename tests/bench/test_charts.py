@@ -98,3 +98,51 @@ def test_main_skips_bad_shape(tmp_path, capsys, bad):
     assert charts.main(["--results", str(tmp_path), "--out", str(tmp_path / "o"),
                         "--only", "throughput"]) == 0
     assert "unexpected shape" in capsys.readouterr().out
+
+
+def _sp(med, lo, hi):
+    return {"median": med, "min": lo, "max": hi, "n": 5}
+
+
+def test_rebalance_figure():
+    row = {"assignor": "range", "protocol": "classic", "event": "kill", "reps": 5,
+           "a_broker_s": _sp(6.0, 5.0, 7.0), "b_observer_s": _sp(7.0, 6.0, 9.0),
+           "c_processed_s": None, "moved": _sp(2, 2, 3)}
+    stop_row = dict(row, event="stop", a_broker_s=_sp(0.5, 0.4, 0.9))
+    empty = dict(row, assignor="uniform", reps=0)
+    fig = charts.rebalance_figure({"table": [row, stop_row, empty]})
+    a = [t for t in fig.data if t.legendgroup == "a_broker_s"]
+    assert [list(t.y) for t in a] == [[6.0], [0.5]]  # kill, then stop; reps=0 left out
+    assert list(a[0].error_y.array) == [1.0] and list(a[0].error_y.arrayminus) == [1.0]
+    c = next(t for t in fig.data if t.legendgroup == "c_processed_s")
+    assert list(c.y) == [None]  # missing measurement stays a gap, not a zero
+    assert list(next(t for t in fig.data if t.name == "moved (kill)").y) == [2]
+
+
+def test_latency_figure():
+    data = {"results": [
+        {"rate": 1000, "sustained": True, "latency_ms": {"p50": 900, "p90": 1500, "p99": 2500},
+         "summarised_ms": {"p50": 700}, "shown_ms": {"p50": 200}},
+        {"rate": 10000, "sustained": False, "latency_ms": {"p50": 5000, "p90": 9000,
+                                                           "p99": 12000},
+         "summarised_ms": None, "shown_ms": None}]}
+    fig = charts.latency_figure(data)
+    by = {t.name: t for t in fig.data}
+    assert list(by["p99"].y) == [2500, 12000]
+    assert list(by["p50"].x) == ["1000 msg/s", "10000 msg/s (not sustained)"]
+    assert list(by["produce → summary written"].y) == [700, None]
+
+
+def test_footprint_figure():
+    data = {"summary": {"startup_s": {"broker ready": _sp(5.0, 4.0, 6.0),
+                                      "up done": _sp(40.0, 35.0, 50.0)},
+                        "start_replica_to_first_batch_s": _sp(8.0, 7.0, 9.0),
+                        "rss_mb": {"spark": {"median": 900.0, "max": 950.0, "n": 3},
+                                   "replica:r1": {"median": 170.0, "max": 171.0, "n": 3},
+                                   "replica (any)": {"median": 170.0, "max": 180.0, "n": 9}}}}
+    fig = charts.footprint_figure(data)
+    start, rss = fig.data
+    assert list(start.y) == ["broker ready", "up done", "start replica → first batch"]
+    assert list(start.x) == [5.0, 40.0, 8.0]
+    assert list(rss.y) == ["spark", "replica (any)"]  # per-replica roles folded into "any"
+    assert list(rss.error_x.array) == [50.0, 10.0]
