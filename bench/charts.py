@@ -24,6 +24,7 @@ from plotly.subplots import make_subplots
 
 HERE = Path(__file__).resolve().parent
 MODE_COLOURS = {"alo": "#1f77b4", "eos": "#ff7f0e"}
+WINDOW_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
 MODE_NAMES = {"alo": "at-least-once", "eos": "exactly-once"}
 VARIANT_NAMES = {"raw": "raw loop", "rawsum": "raw loop + summary", "quix": "Quix Streams"}
 
@@ -126,13 +127,18 @@ def scale_figure(data: dict[str, Any]) -> go.Figure:
                                         "partitions and RSS per replica"],
                         specs=[[{}, {}], [{}, {"secondary_y": True}]])
     windows = [w for w in data.get("windows", []) if w.get("ok")]
-    for w in windows:
+    offset = 0.0  # windows follow one another: one continuous time axis
+    for i, w in enumerate(windows):
         name = f"{w['rate']:.0f} msg/s"
-        t = [p["t"] for p in w["series"]]
+        colour = WINDOW_COLOURS[i % len(WINDOW_COLOURS)]
+        t = [offset + p["t"] for p in w["series"]]
         fig.add_trace(go.Scatter(x=t, y=[p["lag"] for p in w["series"]], mode="lines",
-                                 name=f"lag @ {name}", legendgroup=name), row=1, col=1)
+                                 name=f"lag @ {name}", legendgroup=name, line_color=colour),
+                      row=1, col=1)
         fig.add_trace(go.Scatter(x=t, y=[p["poll_ms"] for p in w["series"]], mode="lines",
-                                 name=f"snapshot @ {name}", legendgroup=name), row=2, col=1)
+                                 name=f"snapshot @ {name}", legendgroup=name,
+                                 line_color=colour, showlegend=False), row=2, col=1)
+        offset = t[-1] if t else offset
     x = [f"{w['rate']:.0f}" for w in windows]
     fig.add_trace(go.Bar(name="produced", x=x, y=[w["produced_rate"] for w in windows],
                          marker_color="#7f7f7f"), row=1, col=2)
@@ -145,11 +151,11 @@ def scale_figure(data: dict[str, Any]) -> go.Figure:
     fig.add_trace(go.Scatter(name="RSS MiB", x=names, y=[r["rss_mb"] for r in reps],
                              mode="markers", marker_color="#d62728"),
                   row=2, col=2, secondary_y=True)
-    fig.update_xaxes(title_text="s", row=1, col=1)
-    fig.update_xaxes(title_text="s", row=2, col=1)
+    fig.update_xaxes(title_text="s since the first window", row=1, col=1)
+    fig.update_xaxes(title_text="s since the first window", row=2, col=1)
     fig.update_xaxes(title_text="target rate msg/s", type="category", row=1, col=2)
     fig.update_yaxes(title_text="partitions", row=2, col=2)
-    fig.update_yaxes(title_text="MiB", row=2, col=2, secondary_y=True)
+    fig.update_yaxes(title_text="MiB", rangemode="tozero", row=2, col=2, secondary_y=True)
     fig.update_layout(barmode="group", height=760, title=_title(
         f"Scale: {a['streams']} streams / {a['partitions']} partitions / {a['replicas']} "
         f"replicas (joined in {data.get('join_s')} s)", data))
