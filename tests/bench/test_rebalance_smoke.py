@@ -1,0 +1,45 @@
+"""Smoke test: bench/rebalance.py measures one kill -9 rebalance end to end (a broken bench fails).
+
+One assignor (classic range), one repetition, kill only, on the session's broker and Spark.
+Asserts the numbers are sane, not fast: every time is finite and positive, the broker sees the
+new assignment no later than the observer's snapshot shows it (the observer polls the same
+broker, later), a crash is not noticed before the session could expire, and at least one
+partition moved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(480)  # includes starting the session's broker and Spark
+def test_rebalance_one_kill(kafka, spark_remote, tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "rebalance.py"), "--reps", "1",
+         "--assignors", "range", "--events", "kill", "--streams", "12",
+         "--bootstrap", kafka.bootstrap, "--spark-remote", spark_remote, "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    runs = data["runs"]
+    assert len(runs) == 1 and "error" not in runs[0], runs
+    run = runs[0]
+    assert (run["assignor"], run["event"]) == ("range", "kill")
+    times = [run[k] for k in ("a_broker_s", "b_observer_s", "c_processed_s", "recv_s")]
+    assert all(t is not None and math.isfinite(t) and t > 0 for t in times), run
+    assert run["a_broker_s"] <= run["b_observer_s"], run
+    # a crash is noticed only when the member's session (6 s) expires
+    session_s = data["sessions"]["classic_client"]["session.timeout.ms"] / 1000
+    assert run["a_broker_s"] >= session_s * 0.8, run
+    assert run["moved"] >= 1 and set(run["after"].values()) <= {"r1", "r2"}, run
+    [row] = [r for r in data["table"] if r["event"] == "kill"]
+    assert row["reps"] == 1 and row["a_broker_s"]["median"] == run["a_broker_s"]
