@@ -47,7 +47,7 @@ from common import LoadSampler, Stack, machine, replica_cmd, spawn, spread, stop
 from backend.cluster.clients import error_text, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
 from backend.observer.observer import Observer
-from backend.supervisor.processes import _SHIM as _PDEATHSIG_SHIM
+from backend.supervisor.processes import dies_with_this_process
 
 # name on the command line -> (protocol, assignor)
 ASSIGNORS: dict[str, tuple[str, str]] = {
@@ -138,7 +138,7 @@ class Run:
                           assignor=self.assignor)
         # through the supervisor's exec shim: SIGKILL to the replica if this bench dies, so a
         # killed bench (e.g. a test timeout) leaves no replica behind
-        cmd = [sys.executable, "-I", "-S", "-c", _PDEATHSIG_SHIM, str(os.getpid()), *cmd]
+        cmd = dies_with_this_process(cmd)
         r = Replica(name, spawn(cmd, self.logs / f"{self.group}-{name}.log"), time.time())
         self.replicas.append(r)
         return r

@@ -51,6 +51,12 @@ _SHIM = (
 )
 
 
+def dies_with_this_process(argv: list[str]) -> list[str]:
+    """`argv` wrapped so the child is SIGKILLed when this process (strictly: the thread that
+    spawns it) dies, however it dies - a crashed parent leaves no orphan behind."""
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
+
+
 def default_replica_command() -> tuple[str, ...]:
     """`groupscope replica` run with this interpreter, whether or not the script is installed."""
     return (sys.executable, "-m", "backend.cli", "replica")
@@ -418,7 +424,7 @@ class ReplicaPool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
                                             if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        shim = [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
+        shim = dies_with_this_process(argv)
 
         def launch() -> Any:
             import subprocess
