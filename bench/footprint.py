@@ -1,0 +1,348 @@
+"""Start-up times and resident memory of the whole stack, as a user runs it: `groupscope up`.
+
+Each repeat launches the real CLI as a subprocess on a fresh data directory (GROUPSCOPE_DATA)
+and free ports, and times, from the launch:
+
+- each Procfile process reported ready by `up` (broker, spark, backend, web) and `up` done;
+- the first *live snapshot*: an Observer (the dashboard's own, polled every 0.5 s as the
+  dashboard does) reporting the default group with every partition owned;
+- the first summary visible in it (the first batch the replicas processed, as the Streams
+  page would show it);
+- with the browser (default): headless Chromium opens the Live page once `up` is done, and
+  the time until its partition lanes all show an owner (the dashboard's own first live view);
+
+then POSTs "start replica" to the supervisor's control API (discovered from
+`<data_dir>/control.json` + token) and times it to the new replica's first processed batch:
+the first record it writes to the summaries changelog (a replica writes there only after
+Spark summarised a batch, just before it commits the batch's offsets).
+
+Then it samples the resident memory (VmRSS from /proc, summed over each process subtree) of
+every role of `up`'s process tree — broker, spark, backend (the supervisor, without its
+replicas), web (streamlit, serving that open page), each replica — every `--interval` s for
+`--steady` s, and stops the stack: SIGTERM to `up`, then SIGKILL for anything of its tree
+still alive.
+
+    .venv/bin/python bench/footprint.py [--repeats 3] [--steady 60] [--interval 5]
+        [--timeout 420] [--no-browser] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ROOT, LoadSampler, machine, spread
+
+from backend.proc import die_with_parent
+from backend.stack.soak import Soak
+from tests.dashboard.browser import chromium_page, lanes
+
+OBSERVER_INTERVAL_S = 0.5  # dashboard/pollers.SharedObserver's default
+PARTITIONS = 6  # the default topic `groupscope up` creates
+READY = re.compile(r"^\s*(\w+) \| ready in")
+
+
+@dataclass
+class UpRun:
+    """One `groupscope up` on its own data directory and ports.
+
+    Process bookkeeping is the soak's (backend/stack/soak.py): its environment (free ports,
+    a marker variable), its per-role sampling of `up`'s /proc tree, and its orphan search.
+    """
+
+    root: Path
+    soak: Soak = field(default_factory=lambda: Soak(duration=0.0, kill_every=1.0))
+    proc: subprocess.Popen | None = None
+    t0: float = 0.0
+    lines: list[str] = field(default_factory=list)
+    marks: dict[str, float] = field(default_factory=dict)  # milestone -> s since launch
+    kafka_port: int = 0
+    web_port: int = 0
+
+    def launch(self) -> None:
+        env = self.soak._env(self.root)
+        self.kafka_port = int(env["GROUPSCOPE_KAFKA_PORT"])
+        self.web_port = int(env["GROUPSCOPE_WEB_PORT"])
+        env.pop("GROUPSCOPE_CONTROL_PORT", None)
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "up"], env=env,
+                                     cwd=ROOT, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True,
+                                     # SIGKILLed bench (a test's time-out): `up` still
+                                     # gets SIGTERM and stops its tree
+                                     preexec_fn=die_with_parent())
+        threading.Thread(target=self._relay, daemon=True).start()
+
+    def _relay(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with (self.root / "up.log").open("wb") as log:
+            for raw in self.proc.stdout:
+                log.write(raw)
+                line = raw.decode(errors="replace").rstrip()
+                self.lines.append(line)
+                now = time.monotonic() - self.t0
+                m = READY.match(line)
+                if m:
+                    self.marks.setdefault(f"{m.group(1)} ready", now)
+                if "groupscope is up" in line:
+                    self.marks.setdefault("up done", now)
+
+    def since(self) -> float:
+        return time.monotonic() - self.t0
+
+    def rss(self) -> dict[str, int]:
+        """role -> RSS bytes of its subtree now (replica:NAME for each replica)."""
+        assert self.proc is not None
+        self.soak.sample(self.proc.pid, self.since())
+        out: dict[str, int] = {}
+        for role, v in self.soak.ticks[-1].roles.items():
+            name = role.split("@")[0]  # replica:NAME@start -> replica:NAME
+            out[name] = out.get(name, 0) + v["rss"]
+        return out
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM to `up` (it stops its children in order), then SIGKILL for what is left."""
+        out: dict[str, Any] = {"up_exit": None, "killed": [], "survivors": []}
+        if self.proc is None:
+            return out
+        with contextlib.suppress(Exception):
+            self.rss()  # remember the latest children before they go
+        t = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(150)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        out["up_exit"] = self.proc.returncode
+        out["stop_s"] = round(time.monotonic() - t, 1)
+        out["killed"] = self.soak._orphans()
+        for label in out["killed"]:  # "pid N: cmdline", from the tree or the marker
+            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                os.kill(int(label.split()[1].rstrip(":")), signal.SIGKILL)
+        if out["killed"]:
+            time.sleep(1.0)  # let the kernel reap what was just killed before re-checking
+        out["survivors"] = self.soak._orphans()
+        return out
+
+
+def wait(check, timeout: float, interval: float, up: UpRun, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if up.proc is not None and up.proc.poll() is not None:
+            tail = "\n".join(up.lines[-15:])
+            raise RuntimeError(f"`groupscope up` exited ({up.proc.returncode}) before {what}:\n"
+                               f"{tail}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {what} within {timeout:.0f} s")
+        time.sleep(interval)
+
+
+def first_batch_of(settings: Any, name: str, since_ms: int, timeout: float) -> float | None:
+    """Seconds (monotonic clock) at which `name`'s first summary record was read, or None."""
+    import orjson
+
+    from backend.contracts import DEFAULT_GROUP, summaries_topic
+    from backend.observer.events import TopicTail
+
+    tail = TopicTail(settings, summaries_topic(DEFAULT_GROUP), since_ms, "bench-footprint",
+                     DEFAULT_GROUP)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for msg in tail.poll(timeout=0.2):
+                if msg.value() is None:
+                    continue
+                s = orjson.loads(msg.value())
+                if s.get("replica") == name:
+                    # updated_ms is stamped when Spark's result came back: the batch time
+                    return s.get("updated_ms") / 1000.0
+        return None
+    finally:
+        tail.close()
+
+
+def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from backend.cluster.settings import resolve_settings
+    from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+    from backend.netutil import port_open
+    from backend.observer.observer import Observer
+    from backend.supervisor.client import ControlClient
+
+    up = UpRun(Path(tempfile.mkdtemp(prefix=f"rep{rep}-", dir=work)))
+    result: dict[str, Any] = {"rep": rep}
+    observer = None
+    browser = contextlib.ExitStack()  # headless Chromium on the Live page, when asked for
+    try:
+        up.launch()
+        wait(lambda: port_open("127.0.0.1", up.kafka_port), args.timeout, 0.2, up,
+             "broker port")
+        settings = resolve_settings(f"127.0.0.1:{up.kafka_port}", None)
+        observer = Observer(settings, DEFAULT_GROUP, INPUT_TOPIC, interval=OBSERVER_INTERVAL_S)
+
+        def live() -> bool:
+            snap = observer.poll_once()
+            if snap.error is None and snap.partitions and all(pv.owner for pv in snap.partitions):
+                up.marks.setdefault("first live snapshot", up.since())
+            if observer.summaries():
+                up.marks.setdefault("first summary visible", up.since())
+            return "first live snapshot" in up.marks and "first summary visible" in up.marks
+
+        wait(live, args.timeout, OBSERVER_INTERVAL_S, up, "live snapshot with a summary")
+        wait(lambda: "up done" in up.marks, args.timeout, 0.5, up, "`up` done")
+        if args.browser:
+            page = browser.enter_context(chromium_page())
+            t_open = time.monotonic()
+            page.goto(f"http://127.0.0.1:{up.web_port}")  # the Live page
+
+            def lanes_owned() -> bool:
+                shown = lanes(page)
+                return len(shown) == PARTITIONS and all(
+                    lane["owner"] and lane["owner"] != "unowned" for lane in shown)
+
+            wait(lanes_owned, args.timeout, 0.5, up, "the Live page's lanes all owned")
+            up.marks.setdefault("Live page lanes owned", up.since())
+            result["page_open_to_lanes_s"] = round(time.monotonic() - t_open, 2)
+        client = ControlClient.discover(up.root / "data", timeout=30)
+        start_ms = int(time.time() * 1000)
+        t_post = time.time()
+        info = client.start()
+        result["post_ms"] = round((time.time() - t_post) * 1000)
+        t_batch = first_batch_of(settings, info.name, start_ms - 1000, args.timeout)
+        result["new_replica"] = info.name
+        result["start_to_first_batch_s"] = (round(t_batch - t_post, 2) if t_batch else None)
+        samples: dict[str, list[int]] = {}
+        t_end = time.monotonic() + args.steady
+        while True:
+            for role, v in up.rss().items():
+                samples.setdefault(role, []).append(v)
+            if time.monotonic() >= t_end:
+                break
+            time.sleep(min(args.interval, max(0.0, t_end - time.monotonic())))
+        result["rss_mb"] = {role: [round(x / 2**20, 1) for x in v] for role, v in samples.items()}
+        result["ok"] = True
+    except Exception as exc:  # a failed repeat is recorded; the stack is stopped below
+        result["ok"] = False
+        result["error"] = str(exc)
+        print(f"repeat {rep}: {exc}", file=sys.stderr, flush=True)
+    finally:
+        with contextlib.suppress(Exception):
+            browser.close()
+        if observer is not None:
+            with contextlib.suppress(Exception):
+                observer.stop()
+        result["stop"] = up.stop()
+        result["marks_s"] = {k: round(v, 2) for k, v in sorted(up.marks.items(),
+                                                               key=lambda kv: kv[1])}
+    return result
+
+
+MILESTONES = ("broker ready", "spark ready", "backend ready", "web ready", "up done",
+              "first live snapshot", "first summary visible", "Live page lanes owned")
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if r.get("ok")]
+    startup = {}
+    for m in MILESTONES:
+        vals = [r["marks_s"][m] for r in ok if m in r["marks_s"]]
+        if vals:
+            startup[m] = spread(vals)
+    starts = [r["start_to_first_batch_s"] for r in ok if r.get("start_to_first_batch_s")]
+    rss: dict[str, list[float]] = {}
+    for r in ok:
+        for role, v in r["rss_mb"].items():
+            rss.setdefault(role, []).extend(v)
+    replicas = [x for role, v in rss.items() if role.startswith("replica:") for x in v]
+    memory = {role: {"median": round(statistics.median(v), 1), "max": max(v), "n": len(v)}
+              for role, v in sorted(rss.items())}
+    if replicas:
+        memory["replica (any)"] = {"median": round(statistics.median(replicas), 1),
+                                   "max": max(replicas), "n": len(replicas)}
+    pages = [r["page_open_to_lanes_s"] for r in ok if r.get("page_open_to_lanes_s")]
+    return {"startup_s": startup,
+            "start_replica_to_first_batch_s": spread(starts) if starts else None,
+            "page_open_to_lanes_s": spread(pages) if pages else None,
+            "rss_mb": memory}
+
+
+def print_table(data: dict[str, Any]) -> None:
+    s = data["summary"]
+    print(f"\n{'from launching `groupscope up` to':<34} {'median s':>9} {'min':>7} {'max':>7} "
+          f"{'n':>3}")
+    for m, v in s["startup_s"].items():
+        print(f"{m:<34} {v['median']:>9.1f} {v['min']:>7.1f} {v['max']:>7.1f} {v['n']:>3}")
+    for label, key in (("start replica (API) -> 1st batch", "start_replica_to_first_batch_s"),
+                       ("open Live page -> lanes owned", "page_open_to_lanes_s")):
+        v = s[key]
+        if v:
+            print(f"{label:<34} {v['median']:>9.1f} {v['min']:>7.1f} {v['max']:>7.1f} "
+                  f"{v['n']:>3}")
+    print(f"\n{'process (subtree)':<20} {'RSS median MB':>13} {'max MB':>8} {'samples':>8}")
+    for role, v in s["rss_mb"].items():
+        print(f"{role:<20} {v['median']:>13.0f} {v['max']:>8.0f} {v['n']:>8}")
+    print(f"\nload average during the run: {data['load']}  machine: {data['machine']}")
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steady", type=float, default=60.0, help="RSS sampling window, s")
+    ap.add_argument("--interval", type=float, default=5.0, help="between RSS samples, s")
+    ap.add_argument("--timeout", type=float, default=420.0, help="per milestone, s")
+    ap.add_argument("--no-browser", dest="browser", action="store_false",
+                    help="skip headless Chromium on the Live page (then the dashboard's RSS "
+                         "is Streamlit's with no session, and no page timing)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)  # unwind: every repeat's finally stops `up`
+    runs = []
+    work = Path(tempfile.mkdtemp(prefix="gs-footprint-"))
+    try:
+        with LoadSampler() as load:
+            for rep in range(args.repeats):
+                r = one_repeat(rep, args, work)
+                print(json.dumps({k: v for k, v in r.items() if k != "rss_mb"}), flush=True)
+                runs.append(r)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    data = {"machine": machine(), "load": load.summary(),
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "summary": summarise(runs), "runs": runs}
+    print_table(data)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(data, indent=2))
+    survivors = [s for r in runs for s in r["stop"]["survivors"]]
+    if survivors:
+        print(f"footprint: processes survived the stop: {survivors}", file=sys.stderr)
+    failed = [r for r in runs if not r.get("ok")]
+    return 1 if survivors or len(failed) == len(runs) else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

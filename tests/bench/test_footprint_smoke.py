@@ -1,0 +1,52 @@
+"""Smoke test: bench/footprint.py runs `groupscope up` once, finds every role, stops it all.
+
+The real CLI is launched (it starts its own broker and Spark on free ports), so this test
+needs no session fixture. Asserts that start-up milestones were timed, that every role of the
+process tree was found with a plausible RSS, and that nothing of the tree survives the stop.
+Not a performance test: no number is compared to a target.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_footprint_tiny(tmp_path):
+    out = tmp_path / "f.json"
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "footprint.py"), "--repeats", "1",
+         "--steady", "4", "--interval", "2", "--timeout", "300", "--no-browser",
+         "--json", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=540)
+    finally:
+        if proc.poll() is None:  # SIGTERM lets the bench stop `groupscope up` and its tree
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=180)
+    assert proc.returncode == 0, (stdout[-2000:], stderr[-2000:])
+    data = json.loads(out.read_text())
+    [run] = data["runs"]
+    assert run["ok"], run.get("error")
+    marks = run["marks_s"]
+    for m in ("broker ready", "spark ready", "backend ready", "web ready", "up done",
+              "first live snapshot", "first summary visible"):
+        assert m in marks and math.isfinite(marks[m]) and marks[m] > 0, (m, marks)
+    assert marks["broker ready"] < marks["spark ready"] < marks["up done"]
+    assert run["start_to_first_batch_s"] and run["start_to_first_batch_s"] > 0
+    roles = data["summary"]["rss_mb"]
+    for role in ("broker", "spark", "backend", "web", "replica (any)"):
+        assert role in roles and roles[role]["median"] > 10, (role, roles)
+    assert len([r for r in roles if r.startswith("replica:")]) >= 4  # 3 + the started one
+    assert run["stop"]["survivors"] == [], run["stop"]
+    assert run["stop"]["up_exit"] is not None
