@@ -157,28 +157,38 @@ def wait(check, timeout: float, interval: float, up: UpRun, what: str) -> None:
         time.sleep(interval)
 
 
-def first_batch_of(settings: Any, name: str, since_ms: int, timeout: float) -> float | None:
-    """Seconds (monotonic clock) at which `name`'s first summary record was read, or None."""
+def new_replica_times(settings: Any, name: str, since_ms: int,
+                      timeout: float) -> dict[str, float]:
+    """Wall times (s) of a new replica's milestones: its `started` event, its first
+    `assigned` event with partitions (it joined the group), its first changelog record
+    (`updated_ms`: stamped when Spark's result for its first batch came back)."""
     import orjson
 
-    from backend.contracts import DEFAULT_GROUP, summaries_topic
+    from backend.contracts import DEFAULT_GROUP, events_topic, summaries_topic
     from backend.observer.events import TopicTail
 
-    tail = TopicTail(settings, summaries_topic(DEFAULT_GROUP), since_ms, "bench-footprint",
-                     DEFAULT_GROUP)
+    tails = [TopicTail(settings, t(DEFAULT_GROUP), since_ms, "bench-footprint", DEFAULT_GROUP)
+             for t in (events_topic, summaries_topic)]
+    out: dict[str, float] = {}
     try:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in tail.poll(timeout=0.2):
-                if msg.value() is None:
+        while "first batch" not in out and time.monotonic() < deadline:
+            for msg in tails[0].poll(timeout=0.1):
+                e = orjson.loads(msg.value()) if msg.value() else {}
+                if e.get("replica") != name:
                     continue
-                s = orjson.loads(msg.value())
+                if e.get("type") == "started":
+                    out.setdefault("started", e["ts"] / 1000.0)
+                elif e.get("type") == "assigned" and e.get("partitions"):
+                    out.setdefault("assigned", e["ts"] / 1000.0)
+            for msg in tails[1].poll(timeout=0.1):
+                s = orjson.loads(msg.value()) if msg.value() else {}
                 if s.get("replica") == name:
-                    # updated_ms is stamped when Spark's result came back: the batch time
-                    return s.get("updated_ms") / 1000.0
-        return None
+                    out.setdefault("first batch", s["updated_ms"] / 1000.0)
+        return out
     finally:
-        tail.close()
+        for tail in tails:
+            tail.close()
 
 
 def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -227,8 +237,10 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
         t_post = time.time()
         info = client.start()
         result["post_ms"] = round((time.time() - t_post) * 1000)
-        t_batch = first_batch_of(settings, info.name, start_ms - 1000, args.timeout)
+        times = new_replica_times(settings, info.name, start_ms - 1000, args.timeout)
         result["new_replica"] = info.name
+        result["start_replica_s"] = {k: round(v - t_post, 2) for k, v in times.items()}
+        t_batch = times.get("first batch")
         result["start_to_first_batch_s"] = (round(t_batch - t_post, 2) if t_batch else None)
         samples: dict[str, list[int]] = {}
         t_end = time.monotonic() + args.steady
@@ -279,9 +291,15 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         memory["replica (any)"] = {"median": round(statistics.median(replicas), 1),
                                    "max": max(replicas), "n": len(replicas)}
     pages = [r["page_open_to_lanes_s"] for r in ok if r.get("page_open_to_lanes_s")]
+    replica_steps = {}
+    for step in ("started", "assigned", "first batch"):
+        vals = [r["start_replica_s"][step] for r in ok if step in r.get("start_replica_s", {})]
+        if vals:
+            replica_steps[step] = spread(vals)
     return {"startup_s": startup,
             "start_replica_to_first_batch_s": spread(starts) if starts else None,
             "page_open_to_lanes_s": spread(pages) if pages else None,
+            "start_replica_steps_s": replica_steps,
             "rss_mb": memory}
 
 
@@ -291,9 +309,10 @@ def print_table(data: dict[str, Any]) -> None:
           f"{'n':>3}")
     for m, v in s["startup_s"].items():
         print(f"{m:<34} {v['median']:>9.1f} {v['min']:>7.1f} {v['max']:>7.1f} {v['n']:>3}")
-    for label, key in (("start replica (API) -> 1st batch", "start_replica_to_first_batch_s"),
-                       ("open Live page -> lanes owned", "page_open_to_lanes_s")):
-        v = s[key]
+    rows = [(f"start replica (API) -> {step}", v)
+            for step, v in s["start_replica_steps_s"].items()]
+    rows.append(("open Live page -> lanes owned", s["page_open_to_lanes_s"]))
+    for label, v in rows:
         if v:
             print(f"{label:<34} {v['median']:>9.1f} {v['min']:>7.1f} {v['max']:>7.1f} "
                   f"{v['n']:>3}")

@@ -44,6 +44,8 @@ def test_footprint_tiny(tmp_path):
         assert m in marks and math.isfinite(marks[m]) and marks[m] > 0, (m, marks)
     assert marks["broker ready"] < marks["spark ready"] < marks["up done"]
     assert run["start_to_first_batch_s"] and run["start_to_first_batch_s"] > 0
+    steps = run["start_replica_s"]
+    assert 0 < steps["started"] <= steps["assigned"] <= steps["first batch"], steps
     roles = data["summary"]["rss_mb"]
     for role in ("broker", "spark", "backend", "web", "replica (any)"):
         assert role in roles and roles[role]["median"] > 10, (role, roles)
