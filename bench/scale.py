@@ -151,6 +151,7 @@ class Window:
             "snapshot_ms": {"median": round(statistics.median(polls), 1),
                             "p95": round(percentile(polls, 0.95), 1),
                             "max": round(max(polls), 1), "n": len(polls)},
+            "second_half": half(s),
             "spark_batches": self.batches(),
             "series": [{"t": round(x.t, 2), "lag": x.lag, "committed": x.committed,
                         "end": x.end, "poll_ms": round(x.poll_ms, 1)} for x in self.samples],
@@ -166,6 +167,19 @@ def overall(samples: list[Sample]) -> dict | None:
     produced, committed = last.end - first.end, last.committed - first.committed
     return {"produced": produced, "committed": committed,
             "committed_share": round(committed / produced, 3) if produced else None}
+
+
+def half(s: list[Sample]) -> dict | None:
+    """The window's second half alone: a window that starts on a backlog passes the whole-
+    window test while draining it; this says whether the input is kept up once drained."""
+    tail = [x for x in s if x.t >= s[-1].t / 2]
+    if len(tail) < 2 or tail[-1].t <= tail[0].t:
+        return None
+    dt = tail[-1].t - tail[0].t
+    produced = (tail[-1].end - tail[0].end) / dt
+    return {"produced_rate": round(produced, 1),
+            "committed_rate": round((tail[-1].committed - tail[0].committed) / dt, 1),
+            "lag_slope_per_s": round(slope([x.t for x in tail], [float(x.lag) for x in tail]), 1)}
 
 
 def owned_ok(snap, replicas: int, partitions: int) -> bool:
@@ -373,7 +387,8 @@ def print_table(r: dict) -> None:
               f"{w['generations_seen']:>4} {w['keeps_up']!s:>8}")
     for w in r.get("windows", []):
         if w.get("ok"):
-            print(f"  @ {w['rate']:.0f}: Spark batches {w['spark_batches']}")
+            print(f"  @ {w['rate']:.0f}: second half {w['second_half']}; "
+                  f"Spark batches {w['spark_batches']}")
     if r.get("overall"):
         print(f"all windows together: {r['overall']}")
     if r.get("replicas"):

@@ -43,6 +43,7 @@ def test_scale_tiny(kafka, spark_remote, tmp_path):
     assert 0 < w["snapshot_ms"]["median"] <= w["snapshot_ms"]["p95"] <= w["snapshot_ms"]["max"]
     assert w["snapshot_ms"]["n"] >= 10 and len(w["series"]) == w["snapshot_ms"]["n"]
     assert w["spark_batches"]["replicas_heard"] == 2
+    assert w["second_half"]["produced_rate"] > 0
     assert data["overall"]["produced"] > 0
     assert data["rss_mb"]["replicas_total"] > 0
     assert data["load"]["max"] >= data["load"]["min"] >= 0
