@@ -52,7 +52,7 @@ def _replica(args: argparse.Namespace) -> int:
     from backend.cluster.settings import resolve_settings
     from backend.replica.runner import Replica, ReplicaConfig, default_context
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     for noisy in ("py4j", "pyspark", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from backend.cluster.properties import KafkaConfigError
