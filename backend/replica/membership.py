@@ -10,7 +10,7 @@ protocol/assignor choice (GroupChoice.incremental), so the same handlers serve e
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
@@ -74,12 +74,14 @@ class Rebalancer:
     """
 
     def __init__(self, topic: str, incremental: bool, on_assigned: PartitionsHook,
-                 on_revoked: PartitionsHook, on_lost: PartitionsHook) -> None:
+                 on_revoked: PartitionsHook, on_lost: PartitionsHook,
+                 after_assign: PartitionsHook | None = None) -> None:
         self.topic = topic
         self.incremental = incremental
         self._assigned = on_assigned
         self._revoked = on_revoked
         self._lost = on_lost
+        self._after_assign = after_assign  # pause/resume need the partitions assigned first
         self.owned: set[int] = set()
 
     def _ours(self, partitions: list[TopicPartition]) -> list[int]:
@@ -102,6 +104,8 @@ class Rebalancer:
                 consumer.incremental_assign(partitions)
             else:
                 consumer.assign(partitions)
+        if self._after_assign is not None:
+            self._after_assign(added)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(consumer, partitions, self._revoked)
@@ -123,3 +127,46 @@ class Rebalancer:
                     consumer.incremental_unassign(partitions)
             else:
                 consumer.unassign()
+
+
+class PauseBook:
+    """Which partitions this member has paused, so that pause and resume are each called only
+    where they change something.
+
+    librdkafka keeps a partition's pause across a rebalance that hands it back (its issue
+    #1849), so a partition paused while backing off and then lost (broker restart: session
+    expired) returns paused; it must be resumed after its new `assign()`. A needless resume is
+    not harmless either: right after `assign()` it can race the committed-offset lookup and
+    leave the partition without a fetch position, so healthy assignments are never touched.
+    """
+
+    def __init__(self) -> None:
+        self.backing_off = False
+        self.paused: set[int] = set()
+
+    def failed(self, assigned: Iterable[int]) -> list[int]:
+        """A batch failed: the partitions to pause now (none if already backing off)."""
+        if self.backing_off:
+            return []
+        self.backing_off = True
+        fresh = sorted(set(assigned) - self.paused)
+        self.paused |= set(fresh)
+        return fresh
+
+    def recovered(self, assigned: Iterable[int]) -> list[int]:
+        """A batch persisted again: the assigned partitions to resume."""
+        self.backing_off = False
+        mine = sorted(self.paused & set(assigned))
+        self.paused -= set(mine)
+        return mine
+
+    def assigned(self, partitions: Iterable[int]) -> tuple[list[int], list[int]]:
+        """Just assigned (after `assign()`): (to pause, to resume)."""
+        parts = set(partitions)
+        if self.backing_off:
+            fresh = sorted(parts - self.paused)
+            self.paused |= set(fresh)
+            return fresh, []
+        stale = sorted(parts & self.paused)
+        self.paused -= set(stale)
+        return [], stale

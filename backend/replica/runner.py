@@ -8,8 +8,13 @@ Ordering guarantees (why each step is where it is):
   or summaries + offsets go in one Kafka transaction (`--exactly-once`);
 - revocation: the revoked partitions' pending records are flushed and committed first;
 - loss (session expired, fenced): pending records are dropped, nothing is committed;
-- Spark down: partitions are paused (polling continues, so the membership is kept), nothing
-  is committed, the batch is retried with backoff and the partitions resumed afterwards.
+- a failed batch (Spark down, or the broker refusing the write or commit): partitions are
+  paused (polling continues, so the membership is kept), nothing is committed, the batch is
+  retried with backoff and the partitions resumed afterwards. Each partition's pause state is
+  set explicitly right after it is assigned (paused while backing off, resumed otherwise):
+  librdkafka keeps a pause across a rebalance that hands the partition back (its issue #1849),
+  so a partition lost while paused (broker restart: session expired) would otherwise come back
+  paused for good; and a pause before `assign()` has no effect.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from backend.contracts.summary import Summary
 from backend.replica.batch import MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
 from backend.replica.deadletter import DeadLetter
-from backend.replica.membership import GroupChoice, Rebalancer
+from backend.replica.membership import GroupChoice, PauseBook, Rebalancer
 from backend.replica.spark_summary import SparkSummariser
 from backend.replica.state import StateStore
 from backend.replica.telemetry import Telemetry
@@ -77,7 +82,8 @@ class Replica:
         self.dead_letters = 0
         self.batches = 0
         self.last_batch_ms: float | None = None
-        self.spark_down = False
+        self.pauses = PauseBook()  # backing off after a failed batch, and what is paused
+        self.spark_ok = True
         self._retry_at = 0.0
         self._backoff = 0.5
         self._hb_at = 0.0
@@ -86,7 +92,7 @@ class Replica:
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
         self.rebalancer = Rebalancer(cfg.topic, cfg.choice.incremental, self._assigned,
-                                     self._revoked, self._lost)
+                                     self._revoked, self._lost, after_assign=self._settle_flow)
 
     # ---- setup -----------------------------------------------------------------------
 
@@ -176,12 +182,12 @@ class Replica:
         cfg = self.cfg
         room = max(1, cfg.batch_max - len(self.batch))
         wait = 0.2
-        if self.batch.started is not None and not self.spark_down:
+        if self.batch.started is not None and not self.pauses.backing_off:
             wait = max(0.0, min(wait, self.batch.started + cfg.batch_ms / 1000.0 - now))
         msgs = self.consumer.consume(room, wait)
         self._add(msgs)
         now = time.monotonic()
-        if self.spark_down:
+        if self.pauses.backing_off:
             if now >= self._retry_at:
                 self._try_batch()
         elif self.batch.due(now, cfg.batch_ms, cfg.batch_max):
@@ -244,25 +250,35 @@ class Replica:
 
     def _try_batch(self) -> None:
         if self._process_current():
-            if self.spark_down:
-                self.spark_down = False
+            if self.pauses.backing_off:
                 self._backoff = 0.5
-                assert self.consumer is not None
-                self.consumer.resume(self._owned_tps())
-                self.telemetry.emit(EventType.ERROR, error="Spark reachable again; resumed",
+                self._flow([], self.pauses.recovered(self._assigned_partitions()))
+                self.telemetry.emit(EventType.ERROR, error="batch persisted again; resumed",
                                     recovered=True)
         else:
-            if not self.spark_down:
-                self.spark_down = True
-                assert self.consumer is not None
-                self.consumer.pause(self._owned_tps())
+            self._flow(self.pauses.failed(self._assigned_partitions()), [])
             self._retry_at = time.monotonic() + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
-    def _owned_tps(self) -> list[TopicPartition]:
-        return [TopicPartition(self.cfg.topic, p) for p in sorted(self.rebalancer.owned)]
+    def _assigned_partitions(self) -> list[int]:
+        assert self.consumer is not None
+        return [tp.partition for tp in self.consumer.assignment() if tp.topic == self.cfg.topic]
+
+    def _settle_flow(self, partitions: list[int]) -> None:
+        """Right after `assign()`: paused while backing off, a stale pause lifted otherwise."""
+        self._flow(*self.pauses.assigned(partitions))
+
+    def _flow(self, pause: list[int], resume: list[int]) -> None:
+        assert self.consumer is not None
+        if pause:
+            self.consumer.pause([TopicPartition(self.cfg.topic, p) for p in pause])
+            log.info("paused %s", pause)
+        if resume:
+            self.consumer.resume([TopicPartition(self.cfg.topic, p) for p in resume])
+            log.info("resumed %s", resume)
 
     def _report_spark_error(self, exc: BaseException) -> None:
+        self.spark_ok = False
         text = _one_line(exc)
         log.warning("Spark failed (%s); retrying in %.1fs", text, self._backoff)
         self.telemetry.emit(EventType.ERROR, error=f"Spark: {text}", retry_in_s=self._backoff)
@@ -287,6 +303,7 @@ class Replica:
             except Exception as exc:
                 self._report_spark_error(exc)
                 return False
+            self.spark_ok = True
             now_ms = int(time.time() * 1000)
             for (p, sid), part in result.partials.items():
                 if p in self._voided:
@@ -392,8 +409,6 @@ class Replica:
                             restored=found, restore_ms=restore_ms,
                             incremental=self.cfg.choice.incremental)
         log.info("assigned %s (owned %s, %d summaries restored)", partitions, owned, found)
-        if self.spark_down and partitions and self.consumer is not None:
-            self.consumer.pause([TopicPartition(self.cfg.topic, p) for p in partitions])
 
     def _revoked(self, partitions: list[int]) -> None:
         """Drop, don't process, the pending records of revoked partitions.
@@ -435,7 +450,8 @@ class Replica:
             EventType.HEARTBEAT, processed=self.processed, rate=round(rate, 1),
             last_batch_ms=None if self.last_batch_ms is None else round(self.last_batch_ms, 1),
             partitions=owned, streams=streams, idle=not owned, dead_letters=self.dead_letters,
-            batches=self.batches, pending=len(self.batch), spark_ok=not self.spark_down,
+            batches=self.batches, pending=len(self.batch), spark_ok=self.spark_ok,
+            backing_off=self.pauses.backing_off,
             protocol=self.cfg.choice.protocol, assignor=self.cfg.choice.assignor,
             exactly_once=self.cfg.exactly_once,
         )
