@@ -37,10 +37,6 @@ def _owned_by_replicas(shared: SharedObserver, after_ms: int = 0) -> bool:
             and {m.client_id for m in snap.members} == set(REPLICAS))
 
 
-@pytest.mark.xfail(reason="open bug (issue 7): after the broker comes back the observer shows "
-                          "both replicas owning every partition again, but the summaries stop "
-                          "growing (seen in CI and under load); not yet understood",
-                   run=False)
 @pytest.mark.parametrize("how", ["kill", "graceful"])
 def test_replicas_and_observer_ride_out_a_broker_restart(
         tmp_path: Path, spark_remote: str, unique: str, how: str,
