@@ -21,8 +21,8 @@ If a rate is more than the replicas sustain, backlog grows through the window: t
 reports the sustained rate and "unbounded" instead of percentiles of a queue that never drains.
 
     .venv/bin/python bench/latency.py [--rates 1000,10000] [--duration 60] [--warmup 10]
-        [--drain 30] [--replicas 2] [--partitions 6] [--streams 12] [--batch-ms 1000]
-        [--bootstrap H:P] [--spark-remote URL] [--json PATH]
+        [--catch-up 90] [--drain 30] [--replicas 2] [--partitions 6] [--streams 12]
+        [--batch-ms 1000] [--bootstrap H:P] [--spark-remote URL] [--json PATH]
 """
 
 from __future__ import annotations
@@ -312,15 +312,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for rate in rates:
                 fleet.set_rate(rate)
                 poll_until(vis, observer, time.time() + args.warmup)
+                # a backlog from start-up or a slower rate would be measured as latency:
+                # go on warming up until the pipeline caught up (3 s behind at most), or
+                # until --catch-up s (an unsustainable rate never catches up)
+                t_catch = time.monotonic()
+                poll_until(vis, observer, time.time() + args.catch_up,
+                           done=lambda: all_visible(fleet, vis, time.time() * 1000 - 3000))
+                caught_up_after = round(time.monotonic() - t_catch, 1)
                 w0 = time.time() * 1000.0
+                n_load = len(load.samples)
                 poll_until(vis, observer, w0 / 1000.0 + args.duration)
                 w1 = time.time() * 1000.0
+                window_load = load.samples[n_load:] or [os.getloadavg()[0]]
                 poll_until(vis, observer, time.time() + args.drain,
                            done=lambda w1=w1: all_visible(fleet, vis, w1))
                 end_ms = time.time() * 1000.0
                 tr = trend(fleet, vis, w0, w1, end_ms)
                 sustained = tr["sustained"]
                 r = {"rate": rate, "window_s": args.duration,
+                     "catch_up_s": caught_up_after,
+                     "load_in_window": {"min": min(window_load), "max": max(window_load),
+                                        "median": statistics.median(window_load)},
                      **analyse(fleet, vis, log, w0, w1, end_ms), **tr,
                      **spark_batches(vis, w0, w1)}
                 if not sustained:
@@ -345,7 +357,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def print_table(data: dict[str, Any]) -> None:
     print(f"\n{'rate':>7} {'sust':>4} {'msg/s seen':>10} {'samples':>8} {'p50':>6} {'p90':>6} "
           f"{'p99':>6} {'max':>6}  {'summarised p50/p99':>18} {'shown p50/p99':>14} "
-          f"{'spark batch':>11} {'backlog s':>9}")
+          f"{'spark batch':>11} {'backlog s':>9} {'load':>5}")
     for r in data["results"]:
         lat, su, sh = r["latency_ms"], r["summarised_ms"], r["shown_ms"]
         if not r["sustained"]:
@@ -358,7 +370,8 @@ def print_table(data: dict[str, Any]) -> None:
         shw = f"{sh['p50']}/{sh['p99']}" if sh else "-"
         print(f"{r['rate']:>7.0f} {'yes' if r['sustained'] else 'no':>4} "
               f"{r['visible_rate']:>10.0f} {r['samples']:>8} {cells}  {sus:>18} {shw:>14} "
-              f"{r['batch_ms_p50']!s:>11} {r['backlog_s']!s:>9}")
+              f"{r['batch_ms_p50']!s:>11} {r['backlog_s']!s:>9} "
+              f"{r['load_in_window']['median']:>5.1f}")
     print("latencies in ms; summarised = produce -> replica's batch summarised; shown = that "
           "-> visible in an observer snapshot")
     print(f"observer poll p50 {data['observer_poll_ms_p50']} ms; load average during the run: "
@@ -374,6 +387,8 @@ def main() -> int:
     ap.add_argument("--rates", default="1000,10000")
     ap.add_argument("--duration", type=float, default=60.0, help="measuring window per rate, s")
     ap.add_argument("--warmup", type=float, default=10.0, help="at each rate before measuring")
+    ap.add_argument("--catch-up", type=float, default=90.0,
+                    help="after the warm-up: at most this long for the backlog to clear, s")
     ap.add_argument("--drain", type=float, default=30.0,
                     help="after a window: how long its last messages may take to show up, s")
     ap.add_argument("--replicas", type=int, default=2)

@@ -26,7 +26,8 @@ def test_latency_tiny(kafka, spark_remote, tmp_path):
     out = tmp_path / "lat.json"
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "bench" / "latency.py"), "--rates", "200",
-         "--duration", "6", "--warmup", "2", "--streams", "6", "--join-timeout", "150",
+         "--duration", "6", "--warmup", "2", "--catch-up", "30", "--streams", "6",
+         "--join-timeout", "150",
          "--drain", "120",
          "--bootstrap", kafka.bootstrap, "--spark-remote", spark_remote, "--json", str(out)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
