@@ -23,10 +23,10 @@ def test_after_a_failure_the_next_request_gets_a_fresh_connected_client(
         kafka: KafkaSettings) -> None:
     made = []
     guard = GuardedAdmin(lambda: made.append(1) or quiet_admin(kafka))
-    first = id(guard.client)
+    first = guard.client  # held, so its id cannot be reused by the next client
     guard.failed()
     guard.ready()
-    assert len(made) == 2 and id(guard.client) != first
+    assert len(made) == 2 and guard.client is not first
     assert guard.client.list_consumer_groups(request_timeout=10).result(timeout=11) is not None
     guard.ready()
     assert len(made) == 2  # healthy again: no further replacement
@@ -38,10 +38,12 @@ def test_an_unreachable_cluster_is_refused_before_any_group_request() -> None:
     made = []
     guard = GuardedAdmin(lambda: made.append(1) or quiet_admin(dead))
     guard.failed()
-    for _ in range(2):  # stays refused, and never builds a client it cannot connect
+    for _ in range(2):  # stays refused: each attempt probes with a new client, then drops it
         with pytest.raises(ClusterUnreachable, match=r"^cluster unreachable: "):
             guard.ready()
-    assert len(made) == 1
+        with pytest.raises(ClusterUnreachable):
+            _ = guard.client  # no caller gets the failed client back
+    assert len(made) == 1 + 4
     guard.close()
 
 

@@ -6,10 +6,11 @@ worded by `error_text`), and a client is replaced, not reused, after a failed gr
 librdkafka 2.16 aborts the whole process (`rd_kafka_enq_once_del_source_return: Assertion
 eonce->refcnt > 0`) when a coordinator-bound admin request (describe group, offset fetch) meets
 a broker connection that is not up - exactly what repeated describes during a broker restart
-produce. A metadata request is not coordinator bound, so it is the safe probe: after a failure,
-no group request goes out until metadata answers, and then it goes out on a fresh client whose
-connection is already up. Every long-lived process that describes groups (observer, supervisor)
-uses this, so a broker restart cannot take it down - nor, through PDEATHSIG, its replicas.
+produce. A metadata request is not coordinator bound, so it is the safe probe: after a failure
+the client is dropped, and no group request goes out until a fresh client's metadata request
+answers - the group request then goes out on that client, whose connection is already up.
+Every long-lived process that describes groups (observer, supervisor) uses this, so a broker
+restart cannot take it down - nor, through PDEATHSIG, its replicas.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from backend.cluster.settings import ClusterUnreachable, KafkaSettings
 
-PROBE_TIMEOUT_S = 2.0
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 2.0
 
 
 def quiet_logger(name: str = "groupscope.librdkafka") -> logging.Logger:
@@ -59,10 +59,24 @@ class GuardedAdmin:
         self._make = make
         self._lock = threading.Lock()
         self._suspect = False
-        self.client: AdminClient = make()
+        self._client: AdminClient | None = make()
 
     def failed(self) -> None:
-        self._suspect = True
+        """Drop the client now: one whose group request failed is never used again, not even
+        for the probe: such a client is what librdkafka 2.16 aborted on."""
+        with self._lock:
+            self._suspect = True
+            self._client = None
+            gc.collect()
+
+    @property
+    def client(self) -> AdminClient:
+        """The current client; raises ClusterUnreachable while none is known to be safe."""
+        self.ready()
+        client = self._client
+        if client is None:
+            raise ClusterUnreachable("cluster unreachable: client closed")
+        return client
 
     def ready(self) -> None:
         """Return when a group request is safe; raise ClusterUnreachable while it is not."""
@@ -71,24 +85,19 @@ class GuardedAdmin:
         with self._lock:
             if not self._suspect:  # another thread reconnected meanwhile
                 return
-            try:
-                self.client.list_topics(timeout=PROBE_TIMEOUT_S)
-            except Exception as exc:
-                raise ClusterUnreachable(f"cluster unreachable: {error_text(exc)}") from None
             fresh = self._make()
             try:
-                fresh.list_topics(timeout=CONNECT_TIMEOUT_S)
+                fresh.list_topics(timeout=CONNECT_TIMEOUT_S)  # metadata: not coordinator bound
             except Exception as exc:
                 del fresh
                 gc.collect()
                 raise ClusterUnreachable(f"cluster unreachable: {error_text(exc)}") from None
-            self.client = fresh  # the old client's last reference goes here
+            self._client = fresh
             del fresh
-            gc.collect()
             self._suspect = False
 
     def close(self) -> None:
         """Destroy the client now, while Python is fully alive: a librdkafka handle with Python
         callbacks that is only collected at interpreter exit can crash the process."""
-        self.client = None  # type: ignore[assignment]
+        self._client = None
         gc.collect()
