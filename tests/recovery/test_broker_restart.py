@@ -1,16 +1,22 @@
 """Issue 7 item 2: the broker goes away mid-run and comes back on the same data dir and port.
 
 Everything is real: a private EmbeddedBroker (the test kills it, so not the session one),
-the FleetSimulator, replica subprocesses, an in-process Observer behind the dashboard's
-SharedObserver. Nobody restarts the replicas or the observer; they must find the broker again
-by themselves, and after draining every stream's summary must be complete.
+the FleetSimulator, replica subprocesses, and the dashboard's SharedObserver - in a child
+process (observer_process.py), so a librdkafka abort fails this test with its exit code
+instead of killing the test run. Nobody restarts the replicas or the observer; they must
+find the broker again by themselves, and after draining every stream's summary must be
+complete.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from backend.chaos.verify import judge
@@ -18,23 +24,51 @@ from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.topics import ensure_topics
 from backend.fleet.simulator import FleetSimulator
 from backend.netutil import free_port, wait_until
-from dashboard.checks import ClusterTarget
-from dashboard.pollers import SharedObserver
 from tests.recovery.conftest import drained, summaries_now
-from tests.replica.harness import read_summaries
+from tests.replica.harness import REPO, read_summaries
 
 PARTITIONS = 6
 REPLICAS = ("rs-a", "rs-b")
 
 
-def _owned_by_replicas(shared: SharedObserver, after_ms: int = 0) -> bool:
+class ObserverProcess:
+    """tests/recovery/observer_process.py as a child; its snapshots collected by a thread."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.recovery.observer_process", bootstrap, group, topic],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.snapshots: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.snapshots.append(orjson.loads(line))
+
+    def latest(self) -> dict | None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the observer's process died with exit code "
+                                 f"{self.proc.returncode} (-6: librdkafka abort)")
+        return self.snapshots[-1] if self.snapshots else None
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _owned_by_replicas(observer: ObserverProcess, after_ms: int = 0) -> bool:
     """A fresh snapshot, without error, where the replicas own every partition."""
-    snap = shared.latest()
-    if snap is None or snap.error or snap.taken_ms <= after_ms:
+    snap = observer.latest()
+    if snap is None or snap["error"] or snap["taken_ms"] <= after_ms:
         return False
-    owners = {p.partition: p.owner for p in snap.partitions}
+    owners = snap["owners"]
     return (len(owners) == PARTITIONS and set(owners.values()) <= set(REPLICAS)
-            and {m.client_id for m in snap.members} == set(REPLICAS))
+            and set(snap["members"]) == set(REPLICAS))
 
 
 @pytest.mark.parametrize("how", ["kill", "graceful"])
@@ -45,7 +79,7 @@ def test_replicas_and_observer_ride_out_a_broker_restart(
     node = EmbeddedBroker(tmp_path / "broker", port=free_port())
     node.start()
     sim: FleetSimulator | None = None
-    shared: SharedObserver | None = None
+    shared: ObserverProcess | None = None
     try:
         settings = node.settings
         ensure_topics(settings, group=group, topic=topic, partitions=PARTITIONS)
@@ -54,8 +88,7 @@ def test_replicas_and_observer_ride_out_a_broker_restart(
         fleet = replica_fleet_factory(settings, spark_remote, group, topic)
         for name in REPLICAS:
             fleet.start(name)
-        shared = SharedObserver(ClusterTarget(settings.bootstrap, None, external=False),
-                                group, topic, interval_s=0.5)
+        shared = ObserverProcess(settings.bootstrap, group, topic)
         fleet.wait(lambda: _owned_by_replicas(shared), 120, "both replicas owning the topic")
         fleet.wait(lambda: len(summaries_now(settings, group)) >= 8, 120,
                    "a summary for every stream before the outage")
@@ -66,8 +99,8 @@ def test_replicas_and_observer_ride_out_a_broker_restart(
             node.process.kill()
         node.stop()
         down_at = time.time()
-        wait_until(lambda: (s := shared.latest()) is not None and s.error is not None
-                   and s.taken_ms > down_at * 1000, 30, what="the observer to report the outage")
+        wait_until(lambda: (s := shared.latest()) is not None and s["error"] is not None
+                   and s["taken_ms"] > down_at * 1000, 30, what="the observer to report the outage")
         wait_until(lambda: sim.stats().queued > 0, 30, what="the fleet queueing while down")
         fleet.check_alive()  # the replicas wait; none of them gives up and exits
 
