@@ -119,6 +119,11 @@ class Stack:
             raise
         return self
 
+    def pids(self) -> dict[str, int]:
+        """Process ids of what this stack started (`EmbeddedBroker`, `SparkConnectServer`)."""
+        return {type(s).__name__: s.process.pid for s in self._started
+                if getattr(s, "process", None) is not None}
+
     def __exit__(self, *exc: object) -> None:
         while self._started:
             self._started.pop().stop()
@@ -199,3 +204,10 @@ def wait_for(check, timeout: float, interval: float = 0.2) -> float | None:
             return time.monotonic() - t0
         time.sleep(interval)
     return None
+
+
+def add_stack_args(ap: Any) -> None:
+    """The flags every end-to-end bench shares: an existing cluster / engine, and --json."""
+    ap.add_argument("--bootstrap", help="use this Kafka instead of starting one")
+    ap.add_argument("--spark-remote", help="use this Spark Connect URL instead of starting one")
+    ap.add_argument("--json", type=Path, help="write the results here")

@@ -48,6 +48,7 @@ from common import (
     ROOT,
     LoadSampler,
     Stack,
+    add_stack_args,
     machine,
     percentile,
     replica_cmd,
@@ -396,9 +397,7 @@ def main() -> int:
     ap.add_argument("--streams", type=int, default=12)
     ap.add_argument("--batch-ms", type=int, default=1000)
     ap.add_argument("--join-timeout", type=float, default=180.0)
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--spark-remote")
-    ap.add_argument("--json", type=Path)
+    add_stack_args(ap)
     args = ap.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop replicas, broker and Spark
     signal.signal(signal.SIGTERM, _interrupt)

@@ -42,7 +42,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, Stack, machine, replica_cmd, spawn, spread, stop
+from common import (
+    LoadSampler,
+    Stack,
+    add_stack_args,
+    machine,
+    replica_cmd,
+    spawn,
+    spread,
+    stop,
+)
 
 from backend.cluster.clients import error_text, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
@@ -391,9 +400,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--observer-interval", type=float, default=0.25)
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--spark-remote")
-    ap.add_argument("--json", type=Path)
+    add_stack_args(ap)
     args = ap.parse_args()
     keys = [k.strip() for k in args.assignors.split(",") if k.strip()]
     events = [e.strip() for e in args.events.split(",") if e.strip()]

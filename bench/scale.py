@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     LoadSampler,
     Stack,
+    add_stack_args,
     machine,
     percentile,
     replica_cmd,
@@ -245,9 +246,7 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=1.0, help="observer poll interval, s")
     ap.add_argument("--join-timeout", type=float, default=600.0)
     ap.add_argument("--assignor", default="range")
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--spark-remote")
-    ap.add_argument("--json", type=Path)
+    add_stack_args(ap)
     ap.add_argument("--keep-logs", type=Path, help="copy the replicas' logs here at the end")
     args = ap.parse_args()
 
@@ -335,8 +334,7 @@ def main() -> int:
                 result["windows"] = windows
                 result["overall"] = overall(all_samples)
                 result["replicas"] = replicas
-                engines = {type(s).__name__: s.process.pid for s in stack._started
-                           if getattr(s, "process", None) is not None}
+                engines = stack.pids()
                 result["rss_mb"] = {
                     "replicas_total": round(sum(r["rss_mb"] for r in replicas), 1),
                     "replica_median": statistics.median(r["rss_mb"] for r in replicas),

@@ -29,6 +29,7 @@ import row_summary
 from common import (
     LoadSampler,
     Stack,
+    add_stack_args,
     committed_and_end,
     machine,
     replica_cmd,
@@ -153,9 +154,7 @@ def main() -> int:
     ap.add_argument("--variants", default="groupscope,raw,rawsum,quix")
     ap.add_argument("--quix-python", type=Path, default=QUIX_PYTHON)
     ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--spark-remote")
-    ap.add_argument("--json", type=Path)
+    add_stack_args(ap)
     args = ap.parse_args()
     variants = args.variants.split(",")
     if "quix" in variants and not args.quix_python.exists():
