@@ -134,14 +134,6 @@ def moves_figure(moved: Sequence[tuple[int, str | None, str | None]],
     return _base_layout(fig, revision, 320)
 
 
-def sparkline(values: Sequence[float | None], colour: str = "#2563eb") -> go.Figure:
-    fig = go.Figure(go.Scatter(y=list(values), mode="lines", line={"width": 2, "color": colour},
-                               hoverinfo="skip"))
-    fig.update_layout(height=60, margin={"l": 0, "r": 0, "t": 0, "b": 0}, showlegend=False,
-                      xaxis={"visible": False}, yaxis={"visible": False}, uirevision="spark")
-    return fig
-
-
 def window_figure(windows: Sequence[dict], fields: Sequence[str],
                   revision: str = "stream") -> go.Figure:
     """One stream's tumbling-window aggregates: a line per field (mean per window)."""
