@@ -90,7 +90,8 @@ class Collector:
 
     def partition_counts(self, topics: Iterable[str], max_age: float = 30.0) -> dict[str, int]:
         """Partition counts from metadata, cached briefly: they change only when an operator
-        adds partitions, and a full metadata request per poll is the slowest call at scale."""
+        adds partitions, and a full metadata request per poll is the slowest call at scale.
+        A poll that meets a partition past the cached count re-reads that topic at once."""
         now = time.monotonic()
         counts: dict[str, int] = {}
         for topic in topics:
@@ -106,8 +107,10 @@ class Collector:
             self._metadata_cache[topic] = (now, counts[topic])
         return counts
 
-    def forget_metadata(self) -> None:
-        self._metadata_cache.clear()
+    def forget_metadata(self, topics: Iterable[str]) -> None:
+        """Drop the cached partition counts of these topics: the next read asks the cluster."""
+        for topic in topics:
+            self._metadata_cache.pop(topic, None)
 
     # ---- one poll --------------------------------------------------------------------
 
@@ -157,14 +160,18 @@ class Collector:
         committed = {(tp.topic, tp.partition): tp.offset for tp in committed_raw
                      if tp.error is None and tp.offset >= 0}
 
-        if topic is not None:
-            topics = {topic}
-        else:
-            topics = {t for t, _ in committed}
-            for m in members:
-                topics.update(t for t, _ in m.assignment)
-                topics.update(t for t, _ in (m.target or ()))
+        seen = set(committed)  # every partition the group itself mentions
+        for m in members:
+            seen.update(m.assignment)
+            seen.update(m.target or ())
+        topics = {topic} if topic is not None else {t for t, _ in seen}
         counts = self.partition_counts(sorted(topics))
+        # A partition at or past the cached count means partitions were added since it was
+        # cached: forget that topic's count, so the new partitions appear in this poll.
+        grown = {t for t, p in seen if t in counts and p >= counts[t]}
+        if grown:
+            self.forget_metadata(grown)
+            counts.update(self.partition_counts(sorted(grown)))
         end_offsets, start_offsets = self.log_offsets(counts)
         return RawObservation(
             taken_ms=taken_ms,
