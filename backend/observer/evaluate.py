@@ -15,7 +15,7 @@ WARN    the committed offset moves but lag never shrinks from one point to the n
         the consumer works but falls behind.
 OK      otherwise.
 
-Group health is the worst partition health (STOP > STALL > REWIND > WARN > OK).
+Group health is the worst partition health (`derive.worst`: STOP > STALL > REWIND > WARN > OK).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import itertools
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from backend.observer.derive import worst
 
 OK, WARN, STALL, STOP, REWIND = "OK", "WARN", "STALL", "STOP", "REWIND"
 
@@ -70,10 +68,6 @@ def evaluate_partition(window: Sequence[OffsetPoint], owned: bool,
     if all(b >= a for a, b in itertools.pairwise(lags)):
         return WARN
     return OK
-
-
-def evaluate_group(statuses: Sequence[str]) -> str:
-    return worst(statuses)
 
 
 class OffsetWindows:

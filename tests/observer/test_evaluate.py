@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from backend.observer.derive import worst
 from backend.observer.evaluate import (
     OffsetPoint,
     OffsetWindows,
     Rules,
-    evaluate_group,
     evaluate_partition,
 )
 
@@ -58,4 +58,4 @@ def test_windows_slide_and_group_takes_the_worst():
     # the zero-lag point slid out of a 3-point window: now a stall
     assert windows.evaluate(0, owned=True) == "STALL"
     assert windows.evaluate(1, owned=True) == "OK"  # never seen
-    assert evaluate_group(["OK", "WARN", "STOP", "STALL"]) == "STOP"
+    assert worst(["OK", "WARN", "STOP", "STALL"]) == "STOP"
