@@ -88,10 +88,6 @@ def colour_for(name: str) -> str:
     return PALETTE[ordinal % len(PALETTE)]
 
 
-def is_valid_name(name: object) -> bool:
-    return isinstance(name, str) and bool(NAME_RE.match(name))
-
-
 # ---- colour arithmetic, for legible labels and for the palette tests ----------------------
 
 def _channel(c: float) -> float:

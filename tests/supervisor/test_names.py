@@ -7,11 +7,11 @@ import itertools
 import pytest
 
 from backend.supervisor.names import (
+    NAME_RE,
     NAMES,
     PALETTE,
     colour_for,
     contrast_ratio,
-    is_valid_name,
     luminance,
     name_at,
     next_free_name,
@@ -24,7 +24,7 @@ WHITE, STREAMLIT_DARK = "#ffffff", "#0e1117"
 
 def test_names_have_distinct_initials_and_are_valid_client_ids() -> None:
     assert len({n[0] for n in NAMES}) == len(NAMES) == 26
-    assert all(is_valid_name(n) for n in NAMES)
+    assert all(NAME_RE.match(n) for n in NAMES)
 
 
 def test_name_sequence_is_stable_and_invertible() -> None:
