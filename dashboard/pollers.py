@@ -224,12 +224,6 @@ class SharedObserver:
         obs = self._ensure()
         return obs.summaries() if obs is not None else {}
 
-    def poll_now(self) -> None:
-        """After a control action: a snapshot now instead of at the next tick."""
-        obs = self._ensure()
-        if obs is not None:
-            threading.Thread(target=obs.poll_once, daemon=True).start()
-
     def _watch(self) -> None:
         while not self._closed.wait(2.0):
             if time.monotonic() - self._last_read > self.idle_stop_s:
