@@ -1,7 +1,8 @@
 """groupscope dashboard entry point: `streamlit run dashboard/app.py` (the `web` process).
 
-Only navigation and page chrome live here; each page is a module under dashboard/pages and
-reads shared pollers (dashboard/pollers.py), so nothing here talks to Kafka directly.
+Only navigation and page chrome live here; each page is a script under dashboard/screens
+(the views it shares with other pages are in dashboard/views) and reads shared pollers
+(dashboard/pollers.py), so nothing here talks to Kafka directly.
 """
 
 from __future__ import annotations
