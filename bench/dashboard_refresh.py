@@ -1,4 +1,4 @@
-"""Server time of one Live-page refresh at workshop-plus scale (issue 6 target: < 200 ms).
+"""Server time of one Live-page refresh at workshop-plus scale (target: < 200 ms).
 
 Builds observer Snapshots with the real contract types — 64 partitions, 16 replicas,
 1 000 streams, 100 recent events, 300 snapshots of history with rebalances — then times:

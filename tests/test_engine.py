@@ -1,4 +1,4 @@
-"""Issue 2: the embedded Spark Connect engine answers real queries through the factory."""
+"""The embedded Spark Connect engine answers real queries through the session factory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Status page: is the broker up, is Spark up, which topics and groups exist (issue 2, item 8).
+"""Status page: is the broker up, is Spark up, which topics and groups exist.
 
 Every check is real and bounded in time; it runs on a shared poller thread, and this page only
 renders the latest reading, refreshing itself so an error clears once the cluster is back.

@@ -1,4 +1,4 @@
-"""Issue 7 item 7, short form: `groupscope up` with a replica killed every 20 s for ~100 s.
+"""The soak, short form: `groupscope up` with a replica killed every 20 s for ~100 s.
 
 The 10-minute run and its table live in docs/soak.md; this test keeps the checks that do not
 depend on machine load: nothing of the stack survives `up`, no zombie outlives one sample,

@@ -1,4 +1,4 @@
-"""Issue 3 acceptance, the edges: idle members, malformed input, Spark going away."""
+"""Replicas at the edges: idle members, malformed input, Spark going away."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_malformed_input_goes_to_dead_letters(kafka, layout, events, fleet, feed
     produced = stats.produced
     assert stats.next_seq == produced  # fresh topic: seq 0..n-1 per stream
     producer = ContractProducer(kafka, topic, streams=4, rate=100.0)
-    # every kind of malformed record (issue 7 item 4), interleaved with nothing else: the
+    # every kind of malformed record (security/bad_input.py), interleaved with nothing else: the
     # fleet's good messages come before, and the summaries must still be exact
     bad = [(key, value) for _kind, key, value, _reason in malformed()]
     want = sorted(reason for *_, reason in malformed())

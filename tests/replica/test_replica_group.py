@@ -1,4 +1,4 @@
-"""Issue 3 acceptance: replicas as real processes on the real broker and Spark.
+"""Replicas end to end: real processes in one group on the real broker and Spark.
 
 Every wait is on a condition (events, summaries); every process is killed in the fixture.
 """

@@ -1,4 +1,4 @@
-"""One malformed record per kind, with the reason both feeds must give it (issue 7 item 4).
+"""One malformed record per kind, with the reason both feeds must give it.
 
 Shared by the pure unit test (typed feed), the Spark batch test (raw feed) and the
 real-broker test, so all three prove the same list.
