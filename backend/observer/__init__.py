@@ -1,1 +1,1 @@
-"""The read-only group model: collect -> store -> evaluate -> publish."""
+"""The read-only group model: collect -> derive -> timeline/evaluate -> store."""
