@@ -13,13 +13,23 @@ from typing import Any
 
 import streamlit as st
 
+from backend.contracts.control import (
+    MAX_PARTITIONS,
+    MAX_RATE,
+    MAX_REPLICAS,
+    MAX_STREAMS,
+    PROTOCOL_ASSIGNORS,
+    FleetState,
+    PartitionChange,
+    ReplicaInfo,
+    ReplicaOptions,
+    ScaleAnswer,
+)
 from backend.paths import data_dir
 from dashboard.context import ViewContext
 from dashboard.pollers import Reading, supervisor_poller
 
 MESSAGE_S = 15.0
-PROTOCOLS = {"classic": ("range", "roundrobin", "cooperative-sticky"),
-             "consumer": ("uniform", "range")}
 
 
 def disabled_reason(ctx: ViewContext, status: Reading | None) -> str | None:
@@ -53,21 +63,23 @@ def _call(label: str, action: Callable[[Any], object]) -> None:
 
 def _summary(label: str, result: object) -> str:
     # kill and stop answer before the process has exited, so say what was sent
-    if label.startswith("kill") and hasattr(result, "pid"):
-        return f"SIGKILL sent (pid {result.pid}); the group notices within its session timeout"
-    if label.startswith("stop") and hasattr(result, "pid"):
-        return f"SIGTERM sent (pid {result.pid}); it finishes its batch and leaves the group"
-    if hasattr(result, "name") and hasattr(result, "state"):
+    if isinstance(result, ReplicaInfo):
+        if label.startswith("kill"):
+            return (f"SIGKILL sent (pid {result.pid}); the group notices within its session "
+                    f"timeout")
+        if label.startswith("stop"):
+            return f"SIGTERM sent (pid {result.pid}); it finishes its batch and leaves the group"
         return f"{result.name} is {result.state}"
-    if isinstance(result, dict):
-        if "started" in result:
-            return (f"started {', '.join(result['started']) or 'none'}; stopping "
-                    f"{', '.join(result.get('stopping', [])) or 'none'}")
-        return ", ".join(f"{k}={v}" for k, v in list(result.items())[:4])
-    if hasattr(result, "moved"):
+    if isinstance(result, ScaleAnswer):
+        return (f"started {', '.join(result.started) or 'none'}; stopping "
+                f"{', '.join(result.stopping) or 'none'}")
+    if isinstance(result, FleetState):
+        return f"{'running' if result.running else 'stopped'}, {result.streams} streams, " \
+               f"target {result.target_rate or 'unlimited'} msg/s"
+    if isinstance(result, PartitionChange):
         return (f"{result.before} → {result.after} partitions; "
                 f"{len(result.moved)} of {result.streams_checked} streams moved")
-    if hasattr(result, "protocol"):
+    if isinstance(result, ReplicaOptions):
         return (f"new replicas join with {result.protocol}/{result.assignor}"
                 f"{', exactly-once' if result.exactly_once else ''}")
     return "done"
@@ -106,16 +118,17 @@ def _controls_panel(ctx: ViewContext) -> None:
         _call("start", lambda c: c.start())
 
     count = st.number_input("replicas", min_value=0,
-                            max_value=max(1, status.max_replicas) if status else 32,
+                            max_value=max(1, status.max_replicas) if status else MAX_REPLICAS,
                             value=len(running), step=1, disabled=off, key="ctl_scale_n")
     if st.button("Scale", disabled=off, key="ctl_scale"):
         _call(f"scale to {int(count)}", lambda c: c.scale(int(count)))
 
     opts = status.options if status else None
-    protocol = st.selectbox("protocol for new replicas", list(PROTOCOLS), disabled=off,
-                            index=list(PROTOCOLS).index(opts.protocol)
-                            if opts and opts.protocol in PROTOCOLS else 0, key="ctl_protocol")
-    assignors = PROTOCOLS[protocol]
+    protocols = list(PROTOCOL_ASSIGNORS)
+    protocol = st.selectbox("protocol for new replicas", protocols, disabled=off,
+                            index=protocols.index(opts.protocol)
+                            if opts and opts.protocol in protocols else 0, key="ctl_protocol")
+    assignors = PROTOCOL_ASSIGNORS[protocol]
     assignor = st.selectbox("assignor", assignors, disabled=off,
                             index=assignors.index(opts.assignor)
                             if opts and opts.assignor in assignors else 0, key="ctl_assignor")
@@ -124,12 +137,12 @@ def _controls_panel(ctx: ViewContext) -> None:
     if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
         _call("options", lambda c: c.set_options(protocol, assignor, eos))
 
-    fleet = (status.fleet or {}) if status else {}
-    rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=100_000.0,
-                           value=float(fleet.get("target_rate") or 200.0), step=50.0,
-                           disabled=off or not fleet, key="ctl_rate")
-    streams = st.number_input("streams (cars)", min_value=1, max_value=100_000,
-                              value=int(fleet.get("streams") or 12), step=1,
+    fleet = status.fleet if status else None
+    rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=MAX_RATE,
+                           value=float(fleet.target_rate or 200.0) if fleet else 200.0,
+                           step=50.0, disabled=off or not fleet, key="ctl_rate")
+    streams = st.number_input("streams (cars)", min_value=1, max_value=MAX_STREAMS,
+                              value=fleet.streams if fleet else 12, step=1,
                               disabled=off or not fleet, key="ctl_streams")
     f1, f2 = st.columns(2)
     if f1.button("Set rate", disabled=off or not fleet, key="ctl_set_rate"):
@@ -139,7 +152,7 @@ def _controls_panel(ctx: ViewContext) -> None:
 
     current = (status.partitions or 1) if status else 1
     total = st.number_input("partitions (total)", min_value=current,
-                            max_value=max(current, 1024), value=current, step=1,
+                            max_value=max(current, MAX_PARTITIONS), value=current, step=1,
                             disabled=off, key="ctl_partitions")
     if st.button("Add partitions", disabled=off or int(total) <= current, key="ctl_add_parts",
                  help="moves some keys to new partitions: per-key order breaks across the change"):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import UserError, add_cluster_args, positive
+from backend.cli_common import UserError, add_cluster_args, positive
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from backend.supervisor.models import DEFAULT_ASSIGNOR, DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
+    from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 
     p = sub.add_parser(
         "chaos", help="kill, stop, start and scale replicas under load; verify nothing is lost",
@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar=("MIN", "MAX"), help="seconds between actions (default 4 9)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--protocol", choices=sorted(PROTOCOL_ASSIGNORS), default=DEFAULT_PROTOCOL)
-    p.add_argument("--assignor", help=f"default {DEFAULT_ASSIGNOR} (uniform for consumer)")
+    p.add_argument("--assignor", help="default: the protocol's first (" + "; ".join(
+        f"{protocol}: {assignors[0]}" for protocol, assignors in PROTOCOL_ASSIGNORS.items()) + ")")
     p.add_argument("--exactly-once", action="store_true", help="transactional replicas")
     p.add_argument("--drain-timeout", type=positive(float), default=180.0, metavar="S")
     p.add_argument("--name", help="group/topic prefix (default chaos-<epoch seconds>)")
@@ -52,18 +53,15 @@ def _chaos(args: argparse.Namespace) -> int:
     from backend.cluster.settings import resolve_settings
     from backend.engine.session import EngineUnavailable, check_engine, spark_remote
     from backend.paths import data_dir
-    from backend.supervisor.models import ReplicaOptions
-    from backend.supervisor.processes import PoolError, validate_options
+    from backend.supervisor.processes import InvalidRequest, validate_options
 
     if not args.min_replicas <= args.replicas <= args.max_replicas:
         raise UserError("need --min-replicas <= --replicas <= --max-replicas")
     if args.every[0] > args.every[1]:
         raise UserError("--every MIN MAX needs MIN <= MAX")
-    assignor = args.assignor or ("uniform" if args.protocol == "consumer" else "range")
-    options = ReplicaOptions(args.protocol, assignor, args.exactly_once)
     try:
-        validate_options(options)
-    except PoolError as exc:
+        options = validate_options(args.protocol, args.assignor, args.exactly_once)
+    except InvalidRequest as exc:
         raise UserError(str(exc)) from None
     settings = resolve_settings(args.bootstrap, args.kafka_config)
     settings.check_reachable(timeout=10.0)

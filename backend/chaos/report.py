@@ -55,7 +55,7 @@ def to_dict(r: ChaosReport) -> dict[str, Any]:
         "config": {"duration_s": cfg.duration_s, "rate": cfg.rate, "streams": cfg.streams,
                    "partitions": cfg.partitions, "start_replicas": cfg.start_replicas,
                    "min_replicas": cfg.min_replicas, "max_replicas": cfg.max_replicas,
-                   "seed": cfg.seed, **cfg.options.to_dict()},
+                   "seed": cfg.seed, **cfg.options.model_dump()},
         "actions": r.done, "skipped": r.skipped, "rebalances": r.rebalances,
         "produced": None if v is None else v.produced,
         "processed": None if v is None else v.processed,

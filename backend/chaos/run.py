@@ -20,9 +20,9 @@ from backend.chaos.verify import Verdict, judge, read_summaries
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import ensure_topics
 from backend.contracts import Snapshot
+from backend.contracts.control import ReplicaOptions
 from backend.fleet.simulator import FleetSimulator
 from backend.observer.observer import Observer
-from backend.supervisor.models import ReplicaOptions
 from backend.supervisor.processes import LaunchConfig, PoolError, ReplicaPool
 
 log = logging.getLogger("groupscope.chaos")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backend.cli import UserError, add_cluster_args
+from backend.cli_common import UserError, add_cluster_args
 from backend.contracts import DEFAULT_GROUP
 
 

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from backend.cli import UserError, add_cluster_args
+from backend.cli_common import UserError, add_cluster_args
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
 
 

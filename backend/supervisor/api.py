@@ -1,391 +1,321 @@
-"""The control API: JSON over HTTP on 127.0.0.1, described at /openapi.json.
+"""The control API: a FastAPI app on 127.0.0.1, served by uvicorn in a background thread.
 
 Reads (GET) are open to local callers; every call that changes something needs
-`Authorization: Bearer <token>`. A request is fully validated before anything is touched, so
-a refusal (4xx with `{"error": "..."}`) never leaves a half-done change behind. The stdlib
-ThreadingHTTPServer is enough for one dashboard and a CLI, and adds no dependency.
+`Authorization: Bearer <token>`. Bodies are the pydantic models of `backend.contracts.control`,
+so validation, `/openapi.json` and the client's types are one thing. A request is fully
+validated before anything is touched, so a refusal (4xx with `{"error": "..."}`) never leaves
+a half-done change behind. The order of the checks is the security story: body size and Host
+header first (middleware), then the route, then the token (a dependency, which FastAPI runs
+before it validates the body), then the body, then the action.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
+import socket
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
-from backend.supervisor.auth import token_matches
-from backend.supervisor.models import (
-    PROTOCOL_ASSIGNORS,
-    PartitionChange,
-    ReplicaInfo,
-    ReplicaOptions,
-    Status,
-)
-from backend.supervisor.names import NAME_RE
-from backend.supervisor.processes import PoolError
-from backend.supervisor.validation import (
+import uvicorn
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+
+from backend.contracts.control import (
     MAX_BODY_BYTES,
-    MAX_PARTITIONS,
-    MAX_RATE,
-    MAX_STREAMS,
-    RequestError,
-    only_fields,
-    optional_bool,
-    optional_choice,
-    parse_body,
-    require_int,
-    require_number,
+    Done,
+    FleetAnswer,
+    NoFields,
+    OptionsAnswer,
+    OptionsRequest,
+    PartitionsAnswer,
+    PartitionsRequest,
+    RateRequest,
+    Refusal,
+    ReplicaAnswer,
+    ScaleAnswer,
+    ScaleRequest,
+    Status,
+    StreamsRequest,
 )
+from backend.supervisor.auth import token_matches
+from backend.supervisor.names import NAME_RE
+from backend.supervisor.processes import PoolError, UnknownReplica
+
+if TYPE_CHECKING:
+    from backend.supervisor.service import SupervisorService
 
 log = logging.getLogger("groupscope.supervisor.api")
 
-ALL_ASSIGNORS = tuple(dict.fromkeys(a for v in PROTOCOL_ASSIGNORS.values() for a in v))
-
-
-class Supervisor(Protocol):
-    """What the API drives; `service.SupervisorService` implements it."""
-
-    max_replicas: int
-
-    def status(self) -> Status: ...
-    def start_replica(self) -> ReplicaInfo: ...
-    def kill(self, name: str) -> ReplicaInfo: ...
-    def stop(self, name: str) -> ReplicaInfo: ...
-    def restart(self, name: str) -> ReplicaInfo: ...
-    def scale(self, n: int) -> dict[str, list[str]]: ...
-    def set_options(self, protocol: str | None, assignor: str | None,
-                    exactly_once: bool | None) -> ReplicaOptions: ...
-    def fleet_start(self) -> dict[str, Any]: ...
-    def fleet_stop(self) -> dict[str, Any]: ...
-    def set_rate(self, rate: float) -> dict[str, Any]: ...
-    def set_streams(self, streams: int) -> dict[str, Any]: ...
-    def add_partitions(self, partitions: int) -> PartitionChange: ...
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "")
+# module level: FastAPI resolves handler annotations from the module's globals
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(
+    scheme_name="bearer",
+    auto_error=False, description="the token in <data dir>/control.token"))]
+AUTH_HINT = "missing Authorization: Bearer <token> (the token is in <data dir>/control.token)"
 
 
 class DependencyError(Exception):
     """Kafka or another dependency failed while doing a valid request (503)."""
 
 
-Handler = Callable[[Supervisor, dict[str, Any], dict[str, str]], Any]
+def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={
+        "Cache-Control": "no-store", **(headers or {})})
 
 
-def _replica_action(action: str) -> Handler:
-    def run(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-        only_fields(body, ())
-        return {"replica": getattr(sv, action)(params["name"]).to_dict()}
-    return run
+def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+    reasons = {
+        401: "no token: send Authorization: Bearer <token>",
+        403: "wrong token, or a Host header that is not loopback",
+        404: "no such replica",
+        409: "not possible in the current state (e.g. already at the replica limit)",
+        411: "chunked body: send a Content-Length",
+        413: f"request body over {MAX_BODY_BYTES} bytes",
+        422: "the body or a field is invalid",
+        503: "Kafka or the simulator failed while doing a valid request",
+    }
+    return {c: {"model": Refusal, "description": reasons[c] + "; nothing changed"}
+            for c in codes}
 
 
-def _start(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ())
-    return {"replica": sv.start_replica().to_dict()}
+READ = _documented(403, 503)
+CHANGE = _documented(401, 403, 409, 411, 413, 422, 503)
+CHANGE_NAMED = _documented(401, 403, 404, 409, 411, 413, 422, 503)
 
 
-def _scale(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ("replicas",))
-    n = require_int(body, "replicas", 0, sv.max_replicas)
-    return sv.scale(n)
+def _validation_line(exc: RequestValidationError) -> str:
+    """Pydantic's first complaint as one line: which field, what is wrong, what was sent."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+    if err.get("type") == "json_invalid":
+        return f"request body is not valid JSON: {err.get('ctx', {}).get('error', '')}".strip()
+    if err.get("type") == "missing":
+        return f"missing field {where!r}"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r}"
+    given = err.get("input")
+    shown = repr(given) if isinstance(given, str | int | float | bool) or given is None else \
+        type(given).__name__
+    return f"{where}: {err.get('msg', 'invalid')}, not {shown}"
 
 
-def _options(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ("protocol", "assignor", "exactly_once"))
-    protocol = optional_choice(body, "protocol", tuple(PROTOCOL_ASSIGNORS))
-    assignor = optional_choice(body, "assignor", ALL_ASSIGNORS)
-    exactly_once = optional_bool(body, "exactly_once")
-    return {"options": sv.set_options(protocol, assignor, exactly_once).to_dict()}
+def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
+    """The app for one supervisor; `token` is the only credential that changes anything."""
+    app = FastAPI(
+        title="groupscope supervisor", version="1", docs_url=None, redoc_url=None,
+        description="Start, kill, stop and scale replicas; drive the fleet simulator and the "
+                    "topic. Calls that change something need the bearer token from "
+                    "<data dir>/control.token.")
+
+    def authorised(creds: Credentials) -> None:
+        if creds is None:
+            raise HTTPException(401, AUTH_HINT,
+                                headers={"WWW-Authenticate": 'Bearer realm="groupscope"'})
+        if not token_matches(f"{creds.scheme} {creds.credentials}", token):
+            raise HTTPException(403, "wrong token")
+
+    @app.middleware("http")
+    async def guard(request: Request,
+                    call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        """Body size and Host header, before any route or body is looked at."""
+        if request.headers.get("transfer-encoding"):
+            return _refusal(411, "send the body with a Content-Length, not chunked",
+                            {"Connection": "close"})
+        length = request.headers.get("content-length") or "0"
+        if not length.isdigit():
+            return _refusal(400, "Content-Length is not a number", {"Connection": "close"})
+        if int(length) > MAX_BODY_BYTES:
+            return _refusal(413, f"request body over {MAX_BODY_BYTES} bytes",
+                            {"Connection": "close"})
+        if _host_name(request.headers.get("host") or "") not in LOOPBACK_NAMES:
+            # a web page cannot reach us through DNS rebinding
+            return _refusal(403, "requests must be addressed to 127.0.0.1 or localhost")
+        response = await call_next(request)
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    @app.exception_handler(HTTPException)
+    async def http_refusal(request: Request, exc: HTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no such endpoint {request.url.path}; see /openapi.json"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        elif exc.status_code == 400:
+            message = f"request body is not valid JSON: {message}"
+        return _refusal(exc.status_code, message, dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _refusal(422, _validation_line(exc))
+
+    @app.exception_handler(PoolError)
+    async def refused(request: Request, exc: PoolError) -> JSONResponse:
+        return _refusal(exc.status, str(exc))
+
+    @app.exception_handler(DependencyError)
+    async def unavailable(request: Request, exc: DependencyError) -> JSONResponse:
+        return _refusal(503, str(exc))
+
+    def replica_name(name: str) -> str:
+        if not NAME_RE.match(name):
+            raise UnknownReplica(f"no replica named {name!r}")
+        return name
+
+    # Handlers are plain `def`: FastAPI runs them in a worker thread, so a slow Kafka call
+    # never blocks the event loop that answers /health.
+
+    @app.get("/health", responses=READ, summary="liveness")
+    def health() -> Done:
+        return Done()
+
+    @app.get("/status", responses=READ, summary="replicas, external members, options, fleet")
+    def status() -> Status:
+        try:
+            return supervisor.status()
+        except PoolError:
+            raise
+        except Exception as exc:  # a broken dependency, not the caller's fault
+            log.exception("GET /status failed")
+            raise DependencyError(f"status unavailable: {exc}") from None
+
+    changes = {"dependencies": [Depends(authorised)]}
+
+    @app.post("/replicas", responses=CHANGE, summary="start one replica under the next free "
+              "name", **changes)
+    def start(body: NoFields | None = None) -> ReplicaAnswer:
+        return ReplicaAnswer(replica=supervisor.start_replica())
+
+    @app.post("/replicas/{name}/kill", responses=CHANGE_NAMED, summary="SIGKILL: a crash",
+              **changes)
+    def kill(name: str, body: NoFields | None = None) -> ReplicaAnswer:
+        return ReplicaAnswer(replica=supervisor.kill(replica_name(name)))
+
+    @app.post("/replicas/{name}/stop", responses=CHANGE_NAMED,
+              summary="SIGTERM: graceful leave", **changes)
+    def stop(name: str, body: NoFields | None = None) -> ReplicaAnswer:
+        return ReplicaAnswer(replica=supervisor.stop(replica_name(name)))
+
+    @app.post("/replicas/{name}/restart", responses=CHANGE_NAMED,
+              summary="graceful stop, then start again", **changes)
+    def restart(name: str, body: NoFields | None = None) -> ReplicaAnswer:
+        return ReplicaAnswer(replica=supervisor.restart(replica_name(name)))
+
+    @app.post("/scale", responses=CHANGE, summary="start new replicas or stop the newest "
+              "until N run", **changes)
+    def scale(body: ScaleRequest) -> ScaleAnswer:
+        return ScaleAnswer(**supervisor.scale(body.replicas))
+
+    @app.post("/options", responses=CHANGE, summary="protocol / assignor / exactly-once for "
+              "new replicas", **changes)
+    def options(body: OptionsRequest) -> OptionsAnswer:
+        return OptionsAnswer(options=supervisor.set_options(
+            body.protocol, body.assignor, body.exactly_once))
+
+    @app.post("/fleet/start", responses=CHANGE, summary="start the simulator", **changes)
+    def fleet_start(body: NoFields | None = None) -> FleetAnswer:
+        return FleetAnswer(fleet=supervisor.fleet_start())
+
+    @app.post("/fleet/stop", responses=CHANGE, summary="stop the simulator", **changes)
+    def fleet_stop(body: NoFields | None = None) -> FleetAnswer:
+        return FleetAnswer(fleet=supervisor.fleet_stop())
+
+    @app.post("/fleet/rate", responses=CHANGE, summary="messages per second", **changes)
+    def fleet_rate(body: RateRequest) -> FleetAnswer:
+        return FleetAnswer(fleet=supervisor.set_rate(body.rate))
+
+    @app.post("/fleet/streams", responses=CHANGE, summary="number of simulated streams",
+              **changes)
+    def fleet_streams(body: StreamsRequest) -> FleetAnswer:
+        return FleetAnswer(fleet=supervisor.set_streams(body.streams))
+
+    @app.post("/partitions", responses=CHANGE, summary="grow the input topic; lists streams "
+              "that move", **changes)
+    def partitions(body: PartitionsRequest) -> PartitionsAnswer:
+        change = supervisor.add_partitions(body.partitions)
+        return PartitionsAnswer(**change.model_dump())
+
+    describe_itself(app)
+    return app
 
 
-def _fleet_start(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ())
-    return {"fleet": sv.fleet_start()}
+def describe_itself(app: FastAPI) -> None:
+    """Add `/openapi.json` to the document it serves, so every route is described."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        doc = generate()
+        doc["paths"].setdefault(app.openapi_url or "/openapi.json", {"get": {
+            "summary": "this document", "operationId": "openapi",
+            "responses": {"200": {"description": "the OpenAPI document", "content": {
+                "application/json": {"schema": {
+                    "type": "object", "required": ["openapi", "info", "paths"],
+                    "properties": {"openapi": {"type": "string"}, "info": {"type": "object"},
+                                   "paths": {"type": "object"}}}}}},
+                **{str(code): answer for code, answer in _openapi_refusals(READ).items()}},
+        }})
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _fleet_stop(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ())
-    return {"fleet": sv.fleet_stop()}
+def _openapi_refusals(codes: dict[int | str, dict[str, Any]]) -> dict[int | str, Any]:
+    return {code: {"description": answer["description"], "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/Refusal"}}}} for code, answer in codes.items()}
 
 
-def _rate(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ("rate",))
-    return {"fleet": sv.set_rate(require_number(body, "rate", 0.0, MAX_RATE))}
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host.split("]")[0] + "]"
+    return host.rsplit(":", 1)[0]
 
 
-def _streams(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ("streams",))
-    return {"fleet": sv.set_streams(require_int(body, "streams", 1, MAX_STREAMS))}
+class ControlServer:
+    """The app on a loopback socket, served by uvicorn on a background thread."""
 
-
-def _partitions(sv: Supervisor, body: dict[str, Any], params: dict[str, str]) -> Any:
-    only_fields(body, ("partitions",))
-    return sv.add_partitions(require_int(body, "partitions", 1, MAX_PARTITIONS)).to_dict()
-
-
-_NAME = r"(?P<name>[^/]+)"
-POST_ROUTES: list[tuple[re.Pattern[str], Handler]] = [
-    (re.compile(r"^/replicas$"), _start),
-    (re.compile(rf"^/replicas/{_NAME}/kill$"), _replica_action("kill")),
-    (re.compile(rf"^/replicas/{_NAME}/stop$"), _replica_action("stop")),
-    (re.compile(rf"^/replicas/{_NAME}/restart$"), _replica_action("restart")),
-    (re.compile(r"^/scale$"), _scale),
-    (re.compile(r"^/options$"), _options),
-    (re.compile(r"^/fleet/start$"), _fleet_start),
-    (re.compile(r"^/fleet/stop$"), _fleet_stop),
-    (re.compile(r"^/fleet/rate$"), _rate),
-    (re.compile(r"^/fleet/streams$"), _streams),
-    (re.compile(r"^/partitions$"), _partitions),
-]
-GET_PATHS = ("/health", "/status", "/openapi.json")
-
-
-def _match_post(path: str) -> tuple[Handler, dict[str, str]] | None:
-    for pattern, handler in POST_ROUTES:
-        m = pattern.match(path)
-        if m:
-            return handler, m.groupdict()
-    return None
-
-
-class ControlServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, supervisor: Supervisor, token: str, host: str = "127.0.0.1",
+    def __init__(self, supervisor: SupervisorService, token: str, host: str = "127.0.0.1",
                  port: int = 0) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1"):
+        if host not in LOOPBACK_HOSTS:
             raise ValueError("the control API listens on the loopback interface only")
-        super().__init__((host, port), _RequestHandler)
-        self.supervisor = supervisor
-        self.token = token
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._socket.bind((host, port))
+        except OSError:
+            self._socket.close()
+            raise
+        self._socket.listen(64)
+        self._server = uvicorn.Server(uvicorn.Config(
+            create_app(supervisor, token), log_level="warning", access_log=False,
+            lifespan="off", timeout_graceful_shutdown=3, server_header=False))
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        host, port = self._socket.getsockname()[:2]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
-    def start_background(self) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name="control-api",
-                                        kwargs={"poll_interval": 0.2}, daemon=True)
+    def start_background(self, timeout: float = 10.0) -> None:
+        """Serve on a daemon thread; return once uvicorn accepts connections."""
+        from backend.netutil import wait_until
+
+        self._thread = threading.Thread(target=self._server.run, name="control-api",
+                                        kwargs={"sockets": [self._socket]}, daemon=True)
         self._thread.start()
+        wait_until(lambda: self._server.started or not self._thread.is_alive(), timeout,
+                   interval=0.02, what="the control API to start")
+        if not self._server.started:
+            raise OSError("the control API did not start; see the log above")
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        self._server.should_exit = True
         if self._thread:
             self._thread.join(timeout=5)
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    server: ControlServer
-    server_version = "groupscope-supervisor"
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet; never logs headers
-        log.debug("%s " + format, self.address_string(), *args)
-
-    # ---- responses -------------------------------------------------------------------------
-
-    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        self._send(status, {"error": message}, headers)
-
-    def _host_ok(self) -> bool:
-        """Refuse foreign Host headers: a web page cannot reach us through DNS rebinding."""
-        host = (self.headers.get("Host") or "").strip().lower()
-        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-        return name in ("127.0.0.1", "localhost", "[::1]", "")
-
-    # ---- methods ---------------------------------------------------------------------------
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if not self._host_ok():
-            return self._error(403, "requests must be addressed to 127.0.0.1 or localhost")
-        try:
-            if path == "/health":
-                return self._send(200, {"ok": True})
-            if path == "/openapi.json":
-                return self._send(200, openapi_document())
-            if path == "/status":
-                return self._send(200, self.server.supervisor.status().to_dict())
-        except Exception as exc:  # a broken dependency, not the caller's fault
-            log.exception("GET %s failed", path)
-            return self._error(503, f"status unavailable: {exc}")
-        if _match_post(path):
-            return self._error(405, f"{path} takes POST", {"Allow": "POST"})
-        return self._error(404, f"no such endpoint {path}; see /openapi.json")
-
-    def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
-        # read the body first so the connection stays usable whatever we answer
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            return self._error(411, "send the body with a Content-Length, not chunked")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self.close_connection = True
-            return self._error(400, "Content-Length is not a number")
-        if length < 0 or length > MAX_BODY_BYTES:
-            self._drain(length)
-            self.close_connection = True
-            return self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
-        raw = self.rfile.read(length) if length else b""
-        if not self._host_ok():
-            return self._error(403, "requests must be addressed to 127.0.0.1 or localhost")
-        route = _match_post(path)
-        if route is None:
-            if path in GET_PATHS:
-                return self._error(405, f"{path} takes GET", {"Allow": "GET"})
-            return self._error(404, f"no such endpoint {path}; see /openapi.json")
-        auth = self.headers.get("Authorization")
-        if not auth:
-            return self._error(401, "missing Authorization: Bearer <token> (the token is in "
-                                    "<data dir>/control.token)",
-                               {"WWW-Authenticate": 'Bearer realm="groupscope"'})
-        if not token_matches(auth, self.server.token):
-            return self._error(403, "wrong token")
-        handler, params = route
-        if "name" in params and not NAME_RE.match(params["name"]):
-            return self._error(404, f"no replica named {params['name']!r}")
-        try:
-            body = parse_body(raw)
-            result = handler(self.server.supervisor, body, params)
-        except RequestError as exc:
-            return self._error(exc.status, str(exc))
-        except PoolError as exc:
-            return self._error(exc.status, str(exc))
-        except DependencyError as exc:
-            return self._error(503, str(exc))
-        except Exception as exc:
-            log.exception("POST %s failed", path)
-            return self._error(500, f"internal error: {exc}")
-        return self._send(200, {"ok": True, **(result or {})})
-
-    def _drain(self, length: int, limit: int = 1 << 20) -> None:
-        """Read (and drop) a refused body, so the client sees our answer, not a reset."""
-        left = min(max(length, 0), limit)
-        while left > 0:
-            chunk = self.rfile.read(min(left, 65536))
-            if not chunk:
-                return
-            left -= len(chunk)
-
-    def _not_allowed(self) -> None:
-        self.close_connection = True  # any body it sent is unread
-        if self.command == "HEAD":  # a HEAD answer carries no body
-            self.send_response(405)
-            self.send_header("Allow", "GET, POST")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        self._error(405, f"method {self.command} not allowed; use GET or POST",
-                    {"Allow": "GET, POST"})
-
-    def __getattr__(self, name: str) -> Any:
-        """Every other method (HEAD, OPTIONS, TRACE, made-up ones) is a 405, never a 501:
-        http.server answers 501 for a method without a do_ handler."""
-        if name.startswith("do_"):
-            return self._not_allowed
-        raise AttributeError(name)
-
-
-# ---- OpenAPI ------------------------------------------------------------------------------
-
-def _body(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": props,
-                              "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return {"required": bool(required),
-            "content": {"application/json": {"schema": schema}}}
-
-
-def _op(summary: str, body: dict[str, Any] | None = None, mutating: bool = True,
-        name_param: bool = False) -> dict[str, Any]:
-    op: dict[str, Any] = {
-        "summary": summary,
-        "responses": {
-            "200": {"description": "done", "content": {"application/json": {"schema": {
-                "type": "object"}}}},
-            "400": {"$ref": "#/components/responses/Error"},
-        },
-    }
-    if mutating:
-        op["security"] = [{"bearer": []}]
-        op["responses"].update({"401": {"$ref": "#/components/responses/Error"},
-                                "403": {"$ref": "#/components/responses/Error"},
-                                "409": {"$ref": "#/components/responses/Error"}})
-    else:
-        op["security"] = []
-    if name_param:
-        op["parameters"] = [{"name": "name", "in": "path", "required": True,
-                             "schema": {"type": "string", "pattern": NAME_RE.pattern}}]
-        op["responses"]["404"] = {"$ref": "#/components/responses/Error"}
-    if body:
-        op["requestBody"] = body
-    return op
-
-
-def openapi_document() -> dict[str, Any]:
-    from backend.supervisor.processes import DEFAULT_MAX_REPLICAS
-
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "groupscope supervisor", "version": "1",
-                 "description": "Start, kill, stop and scale replicas; drive the fleet "
-                                "simulator and the topic. Mutating calls need the bearer "
-                                "token from <data dir>/control.token."},
-        "servers": [{"url": "/"}],
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "responses": {"Error": {"description": "refused; nothing changed",
-                                    "content": {"application/json": {"schema": {
-                                        "type": "object", "required": ["error"],
-                                        "properties": {"error": {"type": "string"}}}}}}},
-        },
-        "paths": {
-            "/health": {"get": _op("liveness", mutating=False)},
-            "/status": {"get": _op("replicas, external members, options, fleet",
-                                   mutating=False)},
-            "/openapi.json": {"get": _op("this document", mutating=False)},
-            "/replicas": {"post": _op("start one replica under the next free name")},
-            "/replicas/{name}/kill": {"post": _op("SIGKILL: a crash", name_param=True)},
-            "/replicas/{name}/stop": {"post": _op("SIGTERM: graceful leave", name_param=True)},
-            "/replicas/{name}/restart": {"post": _op("graceful stop, then start again",
-                                                     name_param=True)},
-            "/scale": {"post": _op("start new replicas or stop the newest until N run", _body(
-                {"replicas": {"type": "integer", "minimum": 0,
-                              "maximum": DEFAULT_MAX_REPLICAS}}, ["replicas"]))},
-            "/options": {"post": _op("protocol / assignor / exactly-once for new replicas",
-                                     _body({"protocol": {"enum": list(PROTOCOL_ASSIGNORS)},
-                                            "assignor": {"enum": list(ALL_ASSIGNORS)},
-                                            "exactly_once": {"type": "boolean"}}))},
-            "/fleet/start": {"post": _op("start the simulator")},
-            "/fleet/stop": {"post": _op("stop the simulator")},
-            "/fleet/rate": {"post": _op("messages per second", _body(
-                {"rate": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATE}},
-                ["rate"]))},
-            "/fleet/streams": {"post": _op("number of simulated streams (cars)", _body(
-                {"streams": {"type": "integer", "minimum": 1, "maximum": MAX_STREAMS}},
-                ["streams"]))},
-            "/partitions": {"post": _op("grow the input topic; lists streams that move", _body(
-                {"partitions": {"type": "integer", "minimum": 1, "maximum": MAX_PARTITIONS}},
-                ["partitions"]))},
-        },
-    }
-
-
+        self._socket.close()

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backend.cli import add_cluster_args
+from pydantic import BaseModel
+
+from backend.cli_common import add_cluster_args
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC
+from backend.contracts.control import FleetState, ReplicaOptions, Status
+
+if TYPE_CHECKING:
+    from backend.supervisor.client import ControlClient
 
 ENV_REPLICA_COMMAND = "GROUPSCOPE_REPLICA_COMMAND"
 ENV_CONTROL_PORT = "GROUPSCOPE_CONTROL_PORT"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from backend.supervisor.models import PROTOCOL_ASSIGNORS
+    from backend.contracts.control import ALL_ASSIGNORS, MAX_REPLICAS, PROTOCOL_ASSIGNORS
 
-    assignors = sorted({a for v in PROTOCOL_ASSIGNORS.values() for a in v})
+    assignors = list(ALL_ASSIGNORS)
     p = sub.add_parser(
         "backend", help="run the supervisor: replicas, fleet simulator, control API",
         description="Ensure the topics, run the fleet simulator, start replicas as child "
@@ -33,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topic", default=INPUT_TOPIC)
     p.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
                    help="partitions of a topic created now (an existing one keeps its count)")
-    p.add_argument("--replicas", type=int, default=3, help="replicas to start (default 3)")
+    p.add_argument("--replicas", type=int, default=3,
+                   help=f"replicas to start (default 3, at most {MAX_REPLICAS})")
     p.add_argument("--protocol", choices=list(PROTOCOL_ASSIGNORS), default="classic")
     p.add_argument("--assignor", choices=assignors, default=None,
                    help="default: range (classic), uniform (consumer)")
@@ -60,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ctl", help="control the running supervisor: status, start, kill, stop, scale, ...",
         description="Talk to `groupscope backend` through its control API.")
     ctl.add_argument("--data-dir", type=Path, default=None,
-                     help="the supervisor's data directory (default .groupscope, env "
-                          "GROUPSCOPE_DATA)")
+                     help="the supervisor's data directory (default: env GROUPSCOPE_DATA, "
+                          "./.groupscope, or the one supervisor running for this user)")
     ctl.add_argument("--url", help="API URL (default: from <data dir>/control.json)")
     ctl.add_argument("--json", dest="json_first", action="store_true",
                      help="print JSON instead of a table")
@@ -108,24 +114,28 @@ def _backend(args: argparse.Namespace) -> int:
 
     from backend.cluster.properties import KafkaConfigError
     from backend.cluster.settings import resolve_settings
+    from backend.contracts.control import MAX_REPLICAS
     from backend.engine.session import spark_remote
     from backend.netutil import wait_until
     from backend.paths import data_dir
-    from backend.supervisor.models import PROTOCOL_ASSIGNORS, ReplicaOptions
-    from backend.supervisor.processes import DEFAULT_MAX_REPLICAS, default_replica_command
+    from backend.supervisor.processes import (
+        InvalidRequest,
+        default_replica_command,
+        validate_options,
+    )
     from backend.supervisor.service import ServiceConfig, SupervisorService
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s [backend] %(message)s",
                         stream=sys.stderr)
-    if not 0 <= args.replicas <= DEFAULT_MAX_REPLICAS:
-        return _fail("backend", f"--replicas must be between 0 and {DEFAULT_MAX_REPLICAS}")
+    if not 0 <= args.replicas <= MAX_REPLICAS:
+        return _fail("backend", f"--replicas must be between 0 and {MAX_REPLICAS}")
     if args.partitions < 1 or args.streams < 1 or args.rate < 0 or args.stop_grace <= 0:
         return _fail("backend", "--partitions and --streams must be >= 1, --rate >= 0, "
                                 "--stop-grace > 0")
-    assignor = args.assignor or PROTOCOL_ASSIGNORS[args.protocol][0]
-    if assignor not in PROTOCOL_ASSIGNORS[args.protocol]:
-        return _fail("backend", f"assignor {assignor} does not work with the {args.protocol} "
-                                f"protocol; choose {', '.join(PROTOCOL_ASSIGNORS[args.protocol])}")
+    try:
+        options = validate_options(args.protocol, args.assignor, args.exactly_once)
+    except InvalidRequest as exc:
+        return _fail("backend", str(exc))
     command_text = args.replica_command or os.environ.get(ENV_REPLICA_COMMAND)
     command = tuple(shlex.split(command_text)) if command_text else default_replica_command()
     if not command:
@@ -146,7 +156,7 @@ def _backend(args: argparse.Namespace) -> int:
         topic=args.topic, partitions=args.partitions, kafka_config=kafka_config,
         spark_remote=spark_remote(args.spark_remote), replicas=args.replicas,
         fleet=args.fleet, streams=args.streams, rate=args.rate, port=port,
-        options=ReplicaOptions(args.protocol, assignor, args.exactly_once),
+        options=options,
         replica_command=command, stop_grace=args.stop_grace)
     try:
         return SupervisorService(config).run_foreground()
@@ -170,46 +180,19 @@ def _number(text: str, what: str, kind: type) -> Any:
         raise ValueError(f"{what} must be {noun}, not {text!r}") from None
 
 
-def _client(args: argparse.Namespace):
-    from backend.paths import data_dir
-    from backend.supervisor.auth import read_control_files
+def _client(args: argparse.Namespace) -> ControlClient:
     from backend.supervisor.client import ControlClient, ControlError
 
-    if args.url:
-        token = None
-        if args.token_file:
-            try:
-                token = args.token_file.read_text().strip()
-            except OSError as exc:
-                raise ControlError(f"cannot read {args.token_file}: {exc.strerror}") from None
-        return ControlClient(url=args.url, token=token)
-    from backend.supervisor.auth import ControlNotFound
-
-    try:
-        ep = read_control_files(args.data_dir or data_dir())
-    except ControlNotFound as exc:
-        raise ControlError(str(exc)) from None
-    if ep.pid and not _pid_running(ep.pid):
-        raise ControlError(f"the supervisor that wrote {args.data_dir or data_dir()}/"
-                           f"control.json (pid {ep.pid}) is no longer running; start "
-                           f"`groupscope backend`")
-    token = ep.token
+    url, token = args.url, None
+    if not url:
+        discovered = ControlClient.discover(args.data_dir)
+        url, token = discovered.url, discovered.token
     if args.token_file:
         try:
             token = args.token_file.read_text().strip()
         except OSError as exc:
             raise ControlError(f"cannot read {args.token_file}: {exc.strerror}") from None
-    return ControlClient(url=ep.url, token=token)
-
-
-def _pid_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: let the HTTP call decide
-    return True
+    return ControlClient(url=url, token=token)
 
 
 def _ctl(args: argparse.Namespace) -> int:
@@ -229,34 +212,32 @@ def _ctl(args: argparse.Namespace) -> int:
             return _fail("ctl", f"refused ({exc.status}): {exc}", 1)
         return _fail("ctl", str(exc))
     if args.json or args.json_first:
-        print(json.dumps(out, indent=2))
+        print(out.model_dump_json(indent=2))
     else:
-        print(_render(args.action, out))
+        print(_render(out))
     return 0
 
 
-def _run_action(client: Any, args: argparse.Namespace) -> dict[str, Any]:
+def _run_action(client: ControlClient, args: argparse.Namespace) -> BaseModel:
     a = args.action
     if a == "status":
-        return client.status().to_dict()
+        return client.status()
     if a == "start":
-        return {"replica": client.start().to_dict()}
+        return client.start()
     if a in ("kill", "stop", "restart"):
-        return {"replica": getattr(client, a)(args.name).to_dict()}
+        return getattr(client, a)(args.name)
     if a == "scale":
         return client.scale(_number(args.n, "N", int))
     if a == "rate":
-        return {"fleet": client.set_rate(_number(args.rate, "R", float))}
+        return client.set_rate(_number(args.rate, "R", float))
     if a == "streams":
-        return {"fleet": client.set_streams(_number(args.streams, "N", int))}
+        return client.set_streams(_number(args.streams, "N", int))
     if a == "partitions":
-        return client.add_partitions(_number(args.partitions, "P", int)).to_dict()
+        return client.add_partitions(_number(args.partitions, "P", int))
     if a == "options":
-        return {"options": client.set_options(args.protocol, args.assignor,
-                                              args.exactly_once).to_dict()}
+        return client.set_options(args.protocol, args.assignor, args.exactly_once)
     if a == "fleet":
-        fn = client.fleet_start if args.fleet_action == "start" else client.fleet_stop
-        return {"fleet": fn()}
+        return client.fleet_start() if args.fleet_action == "start" else client.fleet_stop()
     raise ValueError(f"unknown action {a}")
 
 
@@ -299,10 +280,7 @@ def _want_colour() -> bool:
         os.environ.get("TERM") != "dumb"
 
 
-def render_status(d: dict[str, Any], colour: bool = False) -> str:
-    from backend.supervisor.models import Status
-
-    st = Status.from_dict(d)
+def render_status(st: Status, colour: bool = False) -> str:
     rows = []
     for r in st.replicas:
         member = "?" if r.member is None else ("yes" if r.member else "no")
@@ -315,8 +293,7 @@ def render_status(d: dict[str, Any], colour: bool = False) -> str:
                 exit_ += " (forced)"
         rows.append([r.name, r.state, str(r.pid or "-"), _uptime(r.started_at, r.ended_at),
                      member, _parts(r.partitions), f"{r.protocol}/{r.assignor}",
-                     "exactly-once" if r.exactly_once else "at-least-once",
-                     str(r.restarts), exit_])
+                     _delivery(r.exactly_once), str(r.restarts), exit_])
     for m in st.external:
         rows.append([m.client_id, "external", "-", "-", "yes", _parts(m.partitions),
                      "-", "-", "-", f"host {m.host}"])
@@ -328,9 +305,7 @@ def render_status(d: dict[str, Any], colour: bool = False) -> str:
     if colour and rows:
         text = _paint_names(text, [r.colour for r in st.replicas] + [m.colour for m in st.external])
     out.append(text)
-    o = st.options
-    out.append(f"new replicas: {o.protocol}/{o.assignor}, "
-               f"{'exactly-once' if o.exactly_once else 'at-least-once'}")
+    out.append(_render_options(st.options))
     if st.fleet:
         out.append(_render_fleet(st.fleet))
     if st.broker_error:
@@ -338,39 +313,46 @@ def render_status(d: dict[str, Any], colour: bool = False) -> str:
     return "\n".join(out)
 
 
-def _render_fleet(f: dict[str, Any]) -> str:
-    target = f.get("target_rate")
-    target_text = "unlimited" if target is None else f"{target:g}"
-    return (f"fleet: {'running' if f.get('running') else 'stopped'}, {f.get('streams')} streams, "
-            f"target {target_text} msg/s, measured {f.get('rate')} msg/s, "
-            f"{f.get('delivered')} delivered, {f.get('failed')} failed")
+def _delivery(exactly_once: bool) -> str:
+    return "exactly-once" if exactly_once else "at-least-once"
 
 
-def _render(action: str, out: dict[str, Any]) -> str:
-    if action == "status":
+def _render_options(o: ReplicaOptions) -> str:
+    return f"new replicas: {o.protocol}/{o.assignor}, {_delivery(o.exactly_once)}"
+
+
+def _render_fleet(f: FleetState) -> str:
+    target = "unlimited" if f.target_rate is None else f"{f.target_rate:g}"
+    return (f"fleet: {'running' if f.running else 'stopped'}, {f.streams} streams, "
+            f"target {target} msg/s, measured {f.rate} msg/s, "
+            f"{f.delivered} delivered, {f.failed} failed")
+
+
+def _render(out: BaseModel) -> str:
+    """One answer of the control API as the lines a person reads."""
+    from backend.contracts.control import PartitionChange, ReplicaInfo, ScaleAnswer
+
+    if isinstance(out, Status):
         return render_status(out, colour=_want_colour())
-    if "replica" in out:
-        r = out["replica"]
-        return f"{r['name']}: {r['state']} (pid {r['pid']})"
-    if action == "scale":
+    if isinstance(out, ReplicaInfo):
+        return f"{out.name}: {out.state} (pid {out.pid})"
+    if isinstance(out, ScaleAnswer):
         parts = []
-        if out.get("started"):
-            parts.append("started " + ", ".join(out["started"]))
-        if out.get("stopping"):
-            parts.append("stopping " + ", ".join(out["stopping"]))
+        if out.started:
+            parts.append("started " + ", ".join(out.started))
+        if out.stopping:
+            parts.append("stopping " + ", ".join(out.stopping))
         return "; ".join(parts) or "already at that size"
-    if "fleet" in out:
-        return _render_fleet(out["fleet"])
-    if "options" in out:
-        o = out["options"]
-        return (f"new replicas: {o['protocol']}/{o['assignor']}, "
-                f"{'exactly-once' if o['exactly_once'] else 'at-least-once'}")
-    if action == "partitions":
-        head = (f"{out['topic']}: {out['before']} -> {out['after']} partitions; "
-                f"{len(out['moved'])} of {out['streams_checked']} streams now land on a "
+    if isinstance(out, FleetState):
+        return _render_fleet(out)
+    if isinstance(out, ReplicaOptions):
+        return _render_options(out)
+    if isinstance(out, PartitionChange):
+        head = (f"{out.topic}: {out.before} -> {out.after} partitions; "
+                f"{len(out.moved)} of {out.streams_checked} streams now land on a "
                 f"different partition")
-        if not out["moved"]:
+        if not out.moved:
             return head
-        rows = [[s, str(a), str(b)] for s, a, b in out["moved"]]
+        rows = [[m.stream, str(m.was), str(m.now)] for m in out.moved]
         return head + "\n" + table(["STREAM", "WAS", "NOW"], rows)
-    return json.dumps(out)
+    return out.model_dump_json()

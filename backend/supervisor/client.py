@@ -1,7 +1,9 @@
-"""A small typed client for the control API, shared by the dashboard and `groupscope ctl`.
+"""The typed client of the control API, shared by the dashboard and `groupscope ctl`.
 
-Stdlib only (urllib), so importing it costs nothing in Streamlit. Every refusal becomes a
-ControlError carrying the HTTP status and the server's one-line message.
+It speaks the models of `backend.contracts.control`, the same ones the server validates
+with, so a field renamed there is renamed here. The transport is stdlib urllib: one short
+request at a time needs no HTTP library. Every refusal becomes a ControlError carrying the
+HTTP status and the server's one-line message.
 """
 
 from __future__ import annotations
@@ -11,10 +13,31 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
-from backend.supervisor.auth import ControlNotFound, read_control_files
-from backend.supervisor.models import PartitionChange, ReplicaInfo, ReplicaOptions, Status
+from pydantic import BaseModel, ValidationError
+
+from backend.contracts.control import (
+    FleetAnswer,
+    FleetState,
+    OptionsAnswer,
+    OptionsRequest,
+    PartitionChange,
+    PartitionsAnswer,
+    PartitionsRequest,
+    RateRequest,
+    ReplicaAnswer,
+    ReplicaInfo,
+    ReplicaOptions,
+    ScaleAnswer,
+    ScaleRequest,
+    Status,
+    StreamsRequest,
+)
+from backend.supervisor.auth import ControlNotFound, find_control_files
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ControlError(RuntimeError):
@@ -33,20 +56,22 @@ class ControlClient:
 
     @classmethod
     def discover(cls, data_dir: Path | None = None, timeout: float = 30.0) -> ControlClient:
-        """From `<data_dir>/control.json` and `control.token` (written by `groupscope backend`)."""
-        from backend.paths import data_dir as default_data_dir
-
+        """The running supervisor's endpoint and token, from `data_dir` or, without one, from
+        wherever `find_control_files` finds a live supervisor."""
         try:
-            ep = read_control_files(data_dir or default_data_dir())
+            ep = find_control_files(data_dir)
         except ControlNotFound as exc:
             raise ControlError(str(exc)) from None
         return cls(url=ep.url, token=ep.token, timeout=timeout)
 
     # ---- transport -------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None,
+    def request(self, method: str, path: str, body: BaseModel | None = None,
                 raw: bytes | None = None, auth: bool = True) -> dict[str, Any]:
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        """One call; the answer's JSON object. `raw` sends bytes as they are (tests)."""
+        data = raw
+        if data is None and body is not None:
+            data = body.model_dump_json(exclude_none=True).encode()
         if method == "POST" and data is None:
             data = b""
         headers = {"Accept": "application/json"}
@@ -69,8 +94,14 @@ class ControlClient:
             reason = getattr(exc, "reason", exc)
             raise ControlError(f"supervisor at {self.url} not reachable: {reason}") from None
 
-    def _post(self, path: str, body: Any = None) -> dict[str, Any]:
-        return self.request("POST", path, body)
+    def _call(self, answer: type[M], method: str, path: str,
+              body: BaseModel | None = None, auth: bool = True) -> M:
+        data = self.request(method, path, body, auth=auth)
+        try:
+            return answer.model_validate(data)
+        except ValidationError as exc:
+            raise ControlError(f"the supervisor at {self.url} answered {path} with an "
+                               f"unexpected body: {exc.errors()[0]['msg']}") from None
 
     # ---- calls -----------------------------------------------------------------------------
 
@@ -78,50 +109,52 @@ class ControlClient:
         return bool(self.request("GET", "/health", auth=False).get("ok"))
 
     def status(self) -> Status:
-        return Status.from_dict(self.request("GET", "/status"))
+        return self._call(Status, "GET", "/status")
 
     def openapi(self) -> dict[str, Any]:
         return self.request("GET", "/openapi.json", auth=False)
 
     def start(self) -> ReplicaInfo:
-        return ReplicaInfo.from_dict(self._post("/replicas")["replica"])
+        return self._call(ReplicaAnswer, "POST", "/replicas").replica
 
     def kill(self, name: str) -> ReplicaInfo:
-        return ReplicaInfo.from_dict(self._post(f"/replicas/{_q(name)}/kill")["replica"])
+        return self._replica(name, "kill")
 
     def stop(self, name: str) -> ReplicaInfo:
-        return ReplicaInfo.from_dict(self._post(f"/replicas/{_q(name)}/stop")["replica"])
+        return self._replica(name, "stop")
 
     def restart(self, name: str) -> ReplicaInfo:
-        return ReplicaInfo.from_dict(self._post(f"/replicas/{_q(name)}/restart")["replica"])
+        return self._replica(name, "restart")
 
-    def scale(self, replicas: int) -> dict[str, list[str]]:
-        out = self._post("/scale", {"replicas": replicas})
-        return {"started": list(out.get("started", [])), "stopping": list(out.get("stopping", []))}
+    def _replica(self, name: str, action: str) -> ReplicaInfo:
+        path = f"/replicas/{quote(name, safe='')}/{action}"
+        return self._call(ReplicaAnswer, "POST", path).replica
+
+    def scale(self, replicas: int) -> ScaleAnswer:
+        return self._call(ScaleAnswer, "POST", "/scale",
+                          ScaleRequest.model_construct(replicas=replicas))
 
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
                     exactly_once: bool | None = None) -> ReplicaOptions:
-        body = {k: v for k, v in (("protocol", protocol), ("assignor", assignor),
-                                  ("exactly_once", exactly_once)) if v is not None}
-        return ReplicaOptions.from_dict(self._post("/options", body)["options"])
+        body = OptionsRequest.model_construct(protocol=protocol, assignor=assignor,
+                                              exactly_once=exactly_once)
+        return self._call(OptionsAnswer, "POST", "/options", body).options
 
-    def fleet_start(self) -> dict[str, Any]:
-        return self._post("/fleet/start")["fleet"]
+    def fleet_start(self) -> FleetState:
+        return self._call(FleetAnswer, "POST", "/fleet/start").fleet
 
-    def fleet_stop(self) -> dict[str, Any]:
-        return self._post("/fleet/stop")["fleet"]
+    def fleet_stop(self) -> FleetState:
+        return self._call(FleetAnswer, "POST", "/fleet/stop").fleet
 
-    def set_rate(self, rate: float) -> dict[str, Any]:
-        return self._post("/fleet/rate", {"rate": rate})["fleet"]
+    def set_rate(self, rate: float) -> FleetState:
+        return self._call(FleetAnswer, "POST", "/fleet/rate",
+                          RateRequest.model_construct(rate=rate)).fleet
 
-    def set_streams(self, streams: int) -> dict[str, Any]:
-        return self._post("/fleet/streams", {"streams": streams})["fleet"]
+    def set_streams(self, streams: int) -> FleetState:
+        return self._call(FleetAnswer, "POST", "/fleet/streams",
+                          StreamsRequest.model_construct(streams=streams)).fleet
 
     def add_partitions(self, partitions: int) -> PartitionChange:
-        return PartitionChange.from_dict(self._post("/partitions", {"partitions": partitions}))
-
-
-def _q(name: str) -> str:
-    from urllib.parse import quote
-
-    return quote(name, safe="")
+        answer = self._call(PartitionsAnswer, "POST", "/partitions",
+                            PartitionsRequest.model_construct(partitions=partitions))
+        return PartitionChange.model_validate(answer.model_dump())

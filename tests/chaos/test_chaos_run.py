@@ -10,7 +10,7 @@ import pytest
 from backend.chaos.report import render, to_dict
 from backend.chaos.run import ChaosConfig, ChaosReport, ChaosRun
 from backend.chaos.verify import judge
-from backend.supervisor.models import ReplicaOptions
+from backend.contracts.control import ReplicaOptions
 from tests.replica.harness import REPO
 
 
@@ -44,7 +44,8 @@ def test_at_least_once_loses_nothing_under_kills_stops_and_scaling(kafka, spark_
 @pytest.mark.timeout(300)
 def test_exactly_once_has_no_duplicates_under_kills(kafka, spark_remote, artifacts_dir, unique):
     r = _run(kafka, spark_remote, artifacts_dir, unique, duration_s=30.0, seed=5,
-             options=ReplicaOptions("classic", "cooperative-sticky", True))
+             options=ReplicaOptions(protocol="classic", assignor="cooperative-sticky",
+                                    exactly_once=True))
     v = r.verdict
     assert r.done["kill"] >= 1 and v is not None
     assert (v.lost, v.duplicates, v.unexpected) == (0, 0, 0)

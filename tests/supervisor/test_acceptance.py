@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.contracts.control import ReplicaInfo
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient, ControlError
-from backend.supervisor.models import ReplicaInfo
 from tests.supervisor.conftest import (
     SESSION_TIMEOUT_S,
     Backend,
@@ -96,10 +96,10 @@ def _exited(b: Backend, name: str) -> ReplicaInfo:
 def _fingerprint(b: Backend) -> tuple:
     """Everything a refused request must leave untouched."""
     st = b.status()
-    fleet = st.fleet or {}
+    fleet = st.fleet
     return (tuple((r.name, r.pid, r.state, r.restarts) for r in st.replicas),
-            st.options, st.partitions, fleet.get("target_rate"), fleet.get("streams"),
-            fleet.get("running"), tuple(e["action"] + e["replica"] for e in st.recent))
+            st.options, st.partitions, fleet and (fleet.target_rate, fleet.streams, fleet.running),
+            tuple(e.action + e.replica for e in st.recent))
 
 
 def _raw(b: Backend, method: str, path: str, body: bytes | None = None,
@@ -126,7 +126,7 @@ def test_starts_three_replicas_by_default(backend: Backend) -> None:
     assert all(r.member for r in st.replicas)
     owned = sorted(p for r in st.replicas for p in r.partitions)
     assert owned == list(range(6)), owned  # every partition has exactly one owner
-    assert st.fleet and st.fleet["running"]
+    assert st.fleet and st.fleet.running
     # the replicas are what the brief says: `groupscope replica` on the real engine
     for r in st.replicas:
         cmdline = Path(f"/proc/{r.pid}/cmdline").read_bytes().split(b"\0")
@@ -137,33 +137,34 @@ def test_starts_three_replicas_by_default(backend: Backend) -> None:
     ("POST", "/replicas/nobody/kill", b"", "default", 404, "no replica named 'nobody'"),
     ("POST", "/replicas/nobody/stop", b"", "default", 404, "no replica named"),
     ("POST", "/replicas/nobody/restart", b"", "default", 404, "no replica named"),
-    ("POST", "/replicas/..%2f..%2fetc/kill", b"", "default", 404, "no replica named"),
-    ("POST", "/scale", b'{"replicas": -1}', "default", 400, "between 0 and 64, not -1"),
-    ("POST", "/scale", b'{"replicas": 10000}', "default", 400, "not 10000"),
-    ("POST", "/scale", b'{"replicas": "5"}', "default", 400, "whole number, not a string"),
-    ("POST", "/scale", b'{"replicas": 2.5}', "default", 400, "whole number"),
-    ("POST", "/scale", b'{"replicas": true}', "default", 400, "not a boolean"),
-    ("POST", "/scale", b'{"replicas": null}', "default", 400, "not null"),
-    ("POST", "/scale", b"{}", "default", 400, "missing field 'replicas'"),
-    ("POST", "/scale", b'{"replicas": 1, "force": true}', "default", 400, "unknown field"),
-    ("POST", "/scale", b'{"replicas": 1', "default", 400, "not valid JSON"),
-    ("POST", "/scale", b"[1]", "default", 400, "must be a JSON object"),
+    ("POST", "/replicas/..%2f..%2fetc/kill", b"", "default", 404, "no such endpoint"),
+    ("POST", "/scale", b'{"replicas": -1}', "default", 422, "greater than or equal to 0, not -1"),
+    ("POST", "/scale", b'{"replicas": 10000}', "default", 422, "not 10000"),
+    ("POST", "/scale", b'{"replicas": "5"}', "default", 422, "valid integer, not '5'"),
+    ("POST", "/scale", b'{"replicas": 2.5}', "default", 422, "valid integer"),
+    ("POST", "/scale", b'{"replicas": true}', "default", 422, "not True"),
+    ("POST", "/scale", b'{"replicas": null}', "default", 422, "not None"),
+    ("POST", "/scale", b"{}", "default", 422, "missing field 'replicas'"),
+    ("POST", "/scale", b'{"replicas": 1, "force": true}', "default", 422, "unknown field"),
+    ("POST", "/scale", b'{"replicas": 1', "default", 422, "not valid JSON"),
+    ("POST", "/scale", b"[1]", "default", 422, "valid dictionary"),
     ("POST", "/scale", b'{"replicas": 1}', None, 401, "missing Authorization"),
     ("POST", "/scale", b'{"replicas": 1}', "not-the-token", 403, "wrong token"),
     ("POST", "/replicas/ada/kill", b"", None, 401, "missing Authorization"),
     ("POST", "/replicas/ada/kill", b"", "not-the-token", 403, "wrong token"),
-    ("POST", "/fleet/rate", b'{"rate": "fast"}', "default", 400, "must be a number"),
-    ("POST", "/fleet/rate", b'{"rate": -5}', "default", 400, "not -5"),
-    ("POST", "/fleet/streams", b'{"streams": 0}', "default", 400, "between 1 and"),
-    ("POST", "/partitions", b'{"partitions": "8"}', "default", 400, "whole number"),
+    ("POST", "/fleet/rate", b'{"rate": "fast"}', "default", 422, "valid number"),
+    ("POST", "/fleet/rate", b'{"rate": -5}', "default", 422, "not -5"),
+    ("POST", "/fleet/streams", b'{"streams": 0}', "default", 422, "greater than or equal to 1"),
+    ("POST", "/partitions", b'{"partitions": "8"}', "default", 422, "valid integer"),
     ("POST", "/partitions", b'{"partitions": 3}', "default", 409, "never remove"),
-    ("POST", "/options", b'{"protocol": "eager"}', "default", 400, "one of classic"),
+    ("POST", "/options", b'{"protocol": "eager"}', "default", 422, "'classic' or 'consumer'"),
     ("POST", "/options", b'{"protocol": "consumer", "assignor": "roundrobin"}', "default",
-     400, "does not work with the consumer protocol"),
-    ("POST", "/options", b'{"exactly_once": "yes"}', "default", 400, "true or false"),
+     422, "does not work with the consumer protocol"),
+    ("POST", "/options", b'{"exactly_once": "yes"}', "default", 422, "valid boolean"),
     ("POST", "/nothing-here", b"{}", "default", 404, "no such endpoint"),
-    ("GET", "/scale", None, "default", 405, "takes POST"),
-    ("DELETE", "/replicas/ada", None, "default", 405, "not allowed"),
+    ("GET", "/scale", None, "default", 405, "GET is not allowed on /scale"),
+    ("POST", "/replicas", b'{"name": "x"}', "default", 422, "unknown field 'name'"),
+    ("DELETE", "/replicas", None, "default", 405, "not allowed"),
 ])
 def test_invalid_requests_are_refused_and_change_nothing(
         backend: Backend, method: str, path: str, body: bytes | None, token: str | None,
@@ -200,12 +201,13 @@ def test_scale_kill_stop_restart_match_the_broker(backend: Backend) -> None:
     c: ControlClient = b.client
     _expect_members(b, ["ada", "bruno", "chloe"], JOIN_TIMEOUT_S, "initial 3 join")
 
-    assert c.scale(5) == {"started": ["dmitri", "elif"], "stopping": []}
+    out = c.scale(5)
+    assert (out.started, out.stopping) == (("dmitri", "elif"), ())
     _expect_members(b, ["ada", "bruno", "chloe", "dmitri", "elif"], JOIN_TIMEOUT_S,
                     "scale 3->5 join")
 
     out = c.scale(2)
-    assert out["started"] == [] and sorted(out["stopping"]) == ["chloe", "dmitri", "elif"]
+    assert out.started == () and sorted(out.stopping) == ["chloe", "dmitri", "elif"]
     _expect_members(b, ["ada", "bruno"], LEAVE_TIMEOUT_S, "scale 5->2 leave")
     gone = ("chloe", "dmitri", "elif")
 
@@ -255,7 +257,7 @@ def test_scale_kill_stop_restart_match_the_broker(backend: Backend) -> None:
 def test_sigterm_of_the_supervisor_leaves_no_replica(backend: Backend) -> None:
     """Two replicas: bruno in the group, ada just started (SIGTERM catches it mid-start)."""
     b = backend
-    assert b.client.scale(2)["started"] == ["ada"]
+    assert b.client.scale(2).started == ("ada",)
     pids = [r.pid for r in b.status().replicas if r.alive]
     assert len(pids) == 2 and all(pid_alive(p) for p in pids)
     t0 = time.monotonic()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.contracts.control import ReplicaOptions
 from backend.netutil import wait_until
-from backend.supervisor.models import ReplicaOptions
 from backend.supervisor.processes import InvalidRequest, LaunchConfig, PoolError, ReplicaPool
 from tests.supervisor.conftest import pid_alive
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import re
 
+from backend.contracts.control import (
+    ExternalMember,
+    FleetState,
+    ReplicaInfo,
+    ReplicaOptions,
+    Status,
+)
 from backend.supervisor.cli import render_status, table
-from backend.supervisor.models import ExternalMember, ReplicaInfo, ReplicaOptions, Status
 from backend.supervisor.names import colour_for
 
 
@@ -23,14 +29,16 @@ STATUS = Status(
     replicas=(_replica("ada", "running", True, (0, 1, 2)),
               _replica("bruno", "killed", True, (3, 4), ended_at=1010.0, returncode=-9,
                        exit_signal="SIGKILL")),
-    external=(ExternalMember("visitor", "m-1", "/10.0.0.9", colour_for("visitor"), (5,)),),
-    group_state="Stable", fleet={"running": True, "streams": 12, "target_rate": None,
-                                 "rate": 10.0, "delivered": 5, "failed": 0},
+    external=(ExternalMember(client_id="visitor", member_id="m-1", host="/10.0.0.9",
+                             colour=colour_for("visitor"), partitions=(5,)),),
+    group_state="Stable",
+    fleet=FleetState(running=True, topic="telemetry", streams=12, target_rate=None, rate=10.0,
+                     delivered=5, queued=0, failed=0),
     max_replicas=64)
 
 
 def test_status_table_rows_and_alignment() -> None:
-    text = render_status(STATUS.to_dict())
+    text = render_status(STATUS)
     lines = text.splitlines()
     assert lines[0] == ("group g (Stable) on topic telemetry, 6 partitions; "
                         "1 replicas running, 1 external")
@@ -48,9 +56,9 @@ def test_status_table_rows_and_alignment() -> None:
 
 
 def test_colour_paints_only_the_names() -> None:
-    text = render_status(STATUS.to_dict(), colour=True)
+    text = render_status(STATUS, colour=True)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    assert plain == render_status(STATUS.to_dict())
+    assert plain == render_status(STATUS)
     ada_rgb = ";".join(str(int(colour_for("ada")[i:i + 2], 16)) for i in (1, 3, 5))
     assert f"\x1b[1;38;2;{ada_rgb}mada\x1b[0m" in text
     assert text.count("\x1b[0m") == 3  # ada, bruno, visitor

@@ -1,0 +1,275 @@
+"""The control plane's contract: group choices, limits, and every request and response body.
+
+The supervisor's FastAPI app validates with these models and generates `/openapi.json` from
+them; the typed client, `groupscope ctl` and the dashboard's controls parse answers with the
+same models. So a route's body, a field or a limit is written here once and nowhere else.
+
+These are pydantic models rather than the plain dataclasses of the message contracts: they
+are validation at a trust boundary (HTTP), and they are not on a per-message path (a status
+call builds a few dozen of them; see `bench/README.md` for what that costs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    computed_field,
+    field_validator,
+    model_validator,
+)
+
+# ---- group choices ----------------------------------------------------------------------
+
+PROTOCOL_ASSIGNORS: dict[str, tuple[str, ...]] = {
+    # classic protocol: the client-side assignors librdkafka ships
+    "classic": ("range", "roundrobin", "cooperative-sticky"),
+    # KIP-848 consumer protocol: the broker's server-side assignors
+    "consumer": ("uniform", "range"),
+}
+DEFAULT_PROTOCOL = "classic"
+DEFAULT_ASSIGNOR = PROTOCOL_ASSIGNORS[DEFAULT_PROTOCOL][0]
+ALL_ASSIGNORS: tuple[str, ...] = tuple(
+    dict.fromkeys(a for assignors in PROTOCOL_ASSIGNORS.values() for a in assignors))
+
+Protocol = Literal["classic", "consumer"]
+Assignor = Literal["range", "roundrobin", "cooperative-sticky", "uniform"]
+
+
+class GroupChoiceError(ValueError):
+    """A protocol / assignor pair that cannot work; the message says what to choose."""
+
+
+def resolve_assignor(protocol: str, assignor: str | None = None) -> str:
+    """The assignor a replica joins with: `assignor`, or the protocol's default when None.
+
+    The one check of a group choice: the CLI, the API, the chaos run and the dashboard all
+    call this, so "range works with both protocols, uniform only with KIP-848" lives here.
+    """
+    if protocol not in PROTOCOL_ASSIGNORS:
+        raise GroupChoiceError(f"unknown protocol {protocol!r}; choose one of "
+                               f"{', '.join(PROTOCOL_ASSIGNORS)}")
+    allowed = PROTOCOL_ASSIGNORS[protocol]
+    if assignor is None:
+        return allowed[0]
+    if assignor not in allowed:
+        raise GroupChoiceError(f"assignor {assignor!r} does not work with the {protocol} "
+                               f"protocol; choose one of {', '.join(allowed)}")
+    return assignor
+
+
+# ---- limits -----------------------------------------------------------------------------
+
+MAX_REPLICAS = 64  # replicas one supervisor runs (a deployment may set a lower cap)
+MAX_RATE = 100_000.0  # messages per second for the in-process simulator
+MAX_STREAMS = 10_000  # simulated streams (cars)
+MAX_PARTITIONS = 1_000  # partitions the input topic may grow to
+MAX_BODY_BYTES = 64 * 1024  # a control request's body
+
+# ---- shared base ------------------------------------------------------------------------
+
+
+class Answer(BaseModel):
+    """A response body: immutable, and tolerant of fields a newer server adds."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Request(BaseModel):
+    """A request body: strict types (JSON `true` is not 1) and no unknown fields, so a typo is
+    refused rather than looking like success."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+# ---- what the supervisor reports --------------------------------------------------------
+
+class ReplicaOptions(Answer):
+    """How new replicas join: group protocol, assignor, delivery mode."""
+
+    protocol: str = DEFAULT_PROTOCOL
+    assignor: str = DEFAULT_ASSIGNOR
+    exactly_once: bool = False
+
+    @model_validator(mode="after")
+    def _choice_works(self) -> ReplicaOptions:
+        resolve_assignor(self.protocol, self.assignor)
+        return self
+
+
+ReplicaState = Literal["running", "stopping", "restarting", "stopped", "killed", "crashed",
+                       "exited"]
+ALIVE_STATES: tuple[str, ...] = ("running", "stopping", "restarting")
+
+
+class ReplicaInfo(Answer):
+    """One replica the supervisor spawned (alive or not): what `ctl status` lists."""
+
+    name: str
+    colour: str
+    state: ReplicaState
+    pid: int | None
+    started_at: float | None = Field(description="epoch seconds")
+    ended_at: float | None
+    returncode: int | None
+    exit_signal: str | None = Field(description="e.g. SIGKILL when it died from a signal")
+    protocol: str
+    assignor: str
+    exactly_once: bool
+    restarts: int = 0
+    crashes: int = 0
+    forced: bool = Field(False, description="a graceful stop escalated to SIGKILL")
+    log_file: str | None = None
+    member: bool | None = Field(None, description="in the group per the broker; null: "
+                                                  "the broker could not be asked")
+    partitions: tuple[int, ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def alive(self) -> bool:
+        return self.state in ALIVE_STATES
+
+
+class ExternalMember(Answer):
+    """A group member the broker reports that this supervisor did not spawn: visible only."""
+
+    client_id: str
+    member_id: str
+    host: str
+    colour: str
+    partitions: tuple[int, ...] = ()
+
+
+class FleetState(Answer):
+    """The in-process car simulator."""
+
+    running: bool
+    topic: str
+    streams: int
+    target_rate: float | None = Field(description="messages/s; null: unlimited")
+    rate: float = Field(description="measured messages/s")
+    delivered: int
+    queued: int
+    failed: int
+    last_error: str | None = None
+
+    @field_validator("target_rate", mode="before")
+    @classmethod
+    def _unlimited(cls, value: float | None) -> float | None:
+        return None if value is None or not math.isfinite(value) else value
+
+
+class ReplicaAction(Answer):
+    """One thing the supervisor did to a replica (spawn, signal, exit), newest last."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    ts: float
+    replica: str
+    action: str
+    pid: int | None = None
+
+
+class Status(Answer):
+    """Everything `GET /status` returns."""
+
+    group: str
+    topic: str
+    partitions: int | None
+    options: ReplicaOptions
+    replicas: tuple[ReplicaInfo, ...]
+    external: tuple[ExternalMember, ...]
+    group_state: str | None
+    fleet: FleetState | None
+    max_replicas: int
+    broker_error: str | None = None
+    recent: tuple[ReplicaAction, ...] = ()
+
+    @property
+    def running(self) -> tuple[ReplicaInfo, ...]:
+        return tuple(r for r in self.replicas if r.alive)
+
+
+class MovedStream(Answer):
+    stream: str
+    was: int
+    now: int
+
+
+class PartitionChange(Answer):
+    """Result of adding partitions: which streams now hash to a different partition."""
+
+    topic: str
+    before: int
+    after: int
+    moved: tuple[MovedStream, ...]
+    streams_checked: int
+
+
+# ---- requests ---------------------------------------------------------------------------
+
+class NoFields(Request):
+    """The body of an action that takes no arguments: empty, `{}`, or refused."""
+
+
+class ScaleRequest(Request):
+    replicas: Annotated[StrictInt, Field(ge=0, le=MAX_REPLICAS)]
+
+
+class OptionsRequest(Request):
+    """Any subset; a protocol switch without an assignor takes that protocol's default."""
+
+    protocol: Protocol | None = None
+    assignor: Assignor | None = None
+    exactly_once: StrictBool | None = None
+
+
+class RateRequest(Request):
+    rate: Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]
+
+
+class StreamsRequest(Request):
+    streams: Annotated[StrictInt, Field(ge=1, le=MAX_STREAMS)]
+
+
+class PartitionsRequest(Request):
+    partitions: Annotated[StrictInt, Field(ge=1, le=MAX_PARTITIONS)]
+
+
+# ---- responses --------------------------------------------------------------------------
+
+class Done(Answer):
+    ok: Literal[True] = True
+
+
+class ReplicaAnswer(Done):
+    replica: ReplicaInfo
+
+
+class ScaleAnswer(Done):
+    started: tuple[str, ...] = ()
+    stopping: tuple[str, ...] = ()
+
+
+class OptionsAnswer(Done):
+    options: ReplicaOptions
+
+
+class FleetAnswer(Done):
+    fleet: FleetState
+
+
+class PartitionsAnswer(Done, PartitionChange):
+    pass
+
+
+class Refusal(Answer):
+    """Every 4xx/5xx body: one line that says what to fix; nothing was changed."""
+
+    error: str
