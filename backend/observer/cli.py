@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from backend.cli_common import UserError, add_cluster_args
@@ -32,11 +33,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _settings(args: argparse.Namespace):
-    from backend.cluster.settings import resolve_settings
+    from backend.cluster.settings import ENV_BOOTSTRAP, ENV_KAFKA_CONFIG, resolve_settings
 
-    settings = resolve_settings(args.bootstrap, args.kafka_config)
+    bootstrap, kafka_config = args.bootstrap, args.kafka_config
+    if not (bootstrap or kafka_config or os.environ.get(ENV_BOOTSTRAP)
+            or os.environ.get(ENV_KAFKA_CONFIG)):
+        bootstrap, kafka_config = _running_stack_cluster()
+    settings = resolve_settings(bootstrap, kafka_config)
     settings.check_reachable(timeout=10.0)
     return settings
+
+
+def _running_stack_cluster() -> tuple[str | None, str | None]:
+    """The cluster of the one groupscope stack running for this user, from any directory;
+    (None, None) when there is none (or several), which means the embedded broker's port."""
+    from backend.supervisor.auth import ControlNotFound, find_control_files
+
+    try:
+        ep = find_control_files()
+    except ControlNotFound:
+        return None, None
+    return ep.bootstrap, ep.kafka_config
 
 
 def _snapshot(args: argparse.Namespace) -> int:

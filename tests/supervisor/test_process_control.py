@@ -139,3 +139,29 @@ def test_fleet_and_partitions_report_real_numbers(
     assert err.value.status == 409
     assert _ctl(b, "fleet", "start").returncode == 0
     assert b.status().fleet.running
+
+
+def test_ctl_and_snapshot_find_the_stack_from_any_directory(
+        backend_factory, standin_command, unique, tmp_path: Path) -> None:
+    """No --data-dir, no GROUPSCOPE_DATA, run from a directory with no .groupscope: the
+    supervisor's entry in the per-user list of running stacks is enough."""
+    cache = tmp_path / "cache"
+    b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "1", "--no-fleet",
+                        replica_command=standin_command, env={"GROUPSCOPE_CACHE": str(cache)})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GROUPSCOPE_DATA", "GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG")}
+    env.update(GROUPSCOPE_CACHE=str(cache), PYTHONPATH=str(REPO))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "backend.cli", *args], cwd=elsewhere,
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    status = run("ctl", "--json", "status")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["group"] == b.group
+    snap = run("snapshot", "--group", b.group, "--json", "--samples", "1")
+    assert snap.returncode == 0, snap.stderr
+    assert json.loads(snap.stdout)["group"] == b.group
+    assert not (elsewhere / ".groupscope").exists()
