@@ -1,0 +1,183 @@
+"""What pydantic would cost on the hot-path contracts, next to the plain dataclasses they are.
+
+The control plane's bodies are pydantic models (validation at an HTTP boundary, a few per
+call). The observer's Snapshot and the replica events are built on every poll and for every
+event read, so before moving them this measures, in one run, the same work both ways:
+
+- a Snapshot of P partitions, S streams and M members: build, then serialise to a dict;
+- E events from their JSON-decoded dicts (`Event.from_dict` vs model validation).
+
+Pure CPU, no broker: `python bench/contract_models.py [--json PATH]`. Quiet machine only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from pydantic import BaseModel, ConfigDict  # noqa: E402
+
+from backend.contracts import (  # noqa: E402
+    Event,
+    MemberView,
+    PartitionView,
+    Snapshot,
+    StreamView,
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class MemberModel(_Frozen):
+    member_id: str
+    client_id: str
+    host: str
+    partitions: tuple[int, ...]
+    target_partitions: tuple[int, ...] | None = None
+    alive: bool = True
+    idle: bool = False
+    lag_messages: int = 0
+    group_instance_id: str | None = None
+
+
+class PartitionModel(_Frozen):
+    partition: int
+    owner: str | None
+    committed: int | None
+    end: int
+    lag_messages: int
+    lag_seconds: float | None
+    health: str = "OK"
+    owner_member_id: str | None = None
+    lag_seconds_exact: bool = False
+
+
+class StreamModel(_Frozen):
+    stream_id: str
+    partition: int
+    owner: str | None
+    source: str = "murmur2"
+
+
+class EventModel(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="allow")
+    ts: int
+    group: str
+    replica: str
+    type: str
+
+
+class SnapshotModel(_Frozen):
+    taken_ms: int
+    group: str
+    topic: str | None
+    state: str
+    protocol: str
+    assignor: str | None
+    generation: int | None
+    members: tuple[MemberModel, ...]
+    partitions: tuple[PartitionModel, ...]
+    streams: tuple[StreamModel, ...]
+    health: str = "OK"
+    total_lag: int = 0
+
+
+def _rows(p: int, s: int, m: int) -> tuple[list[dict], list[dict], list[dict]]:
+    members = [dict(member_id=f"m-{i}", client_id=f"c-{i}", host="/127.0.0.1",
+                    partitions=tuple(range(i, p, m))) for i in range(m)]
+    parts = [dict(partition=i, owner=f"c-{i % m}", committed=1000 * i, end=1000 * i + 5,
+                  lag_messages=5, lag_seconds=0.2) for i in range(p)]
+    streams = [dict(stream_id=f"car-{i:05d}", partition=i % p, owner=f"c-{i % p % m}")
+               for i in range(s)]
+    return members, parts, streams
+
+
+def _snapshot_dataclass(rows: tuple[list[dict], list[dict], list[dict]],
+                        as_dict: bool = True) -> Snapshot | dict[str, Any]:
+    members, parts, streams = rows
+    snap = Snapshot(taken_ms=1, group="g", topic="t", state="Stable", protocol="classic",
+                    assignor="range", generation=3,
+                    members=tuple(MemberView(**r) for r in members),
+                    partitions=tuple(PartitionView(**r) for r in parts),
+                    streams=tuple(StreamView(**r) for r in streams), rebalances=())
+    return snap.to_dict() if as_dict else snap
+
+
+def _snapshot_model(rows: tuple[list[dict], list[dict], list[dict]],
+                    as_dict: bool = True) -> SnapshotModel | dict[str, Any]:
+    members, parts, streams = rows
+    snap = SnapshotModel(taken_ms=1, group="g", topic="t", state="Stable", protocol="classic",
+                         assignor="range", generation=3,
+                         members=tuple(MemberModel(**r) for r in members),
+                         partitions=tuple(PartitionModel(**r) for r in parts),
+                         streams=tuple(StreamModel(**r) for r in streams))
+    return snap.model_dump() if as_dict else snap
+
+
+def _events(n: int) -> list[dict[str, Any]]:
+    return [{"ts": 1_700_000_000_000 + i, "group": "g", "replica": "ada", "type": "heartbeat",
+             "rate": 812.5, "batch_ms": 410, "partitions": [0, 1, 2]} for i in range(n)]
+
+
+def _time(fn: Callable[[], object], repeats: int) -> list[float]:
+    fn()  # warm up
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--streams", type=int, default=1000)
+    ap.add_argument("--members", type=int, default=100)
+    ap.add_argument("--events", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = ap.parse_args()
+    rows = _rows(args.partitions, args.streams, args.members)
+    events = _events(args.events)
+    shape = f"{args.partitions} p / {args.streams} s / {args.members} m"
+    cases = {
+        f"snapshot {shape}, build (every poll)": (
+            lambda: _snapshot_dataclass(rows, False), lambda: _snapshot_model(rows, False)),
+        f"snapshot {shape}, build + dict (--json)": (
+            lambda: _snapshot_dataclass(rows), lambda: _snapshot_model(rows)),
+        f"{args.events} events from dicts": (
+            lambda: [Event.from_dict(e) for e in events],
+            lambda: [EventModel.model_validate(e) for e in events]),
+    }
+    load = os.getloadavg()[0]
+    results = []
+    print(f"load average at start {load:.2f}; medians of {args.repeats} runs")
+    print(f"{'case':<58} {'dataclass ms':>13} {'pydantic ms':>12} {'ratio':>6}")
+    for name, (plain, model) in cases.items():
+        a = statistics.median(_time(plain, args.repeats)) * 1000
+        b = statistics.median(_time(model, args.repeats)) * 1000
+        results.append({"case": name, "dataclass_ms": round(a, 2), "pydantic_ms": round(b, 2),
+                        "ratio": round(b / a, 2)})
+        print(f"{name:<58} {a:>13.2f} {b:>12.2f} {b / a:>6.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"load_at_start": load, "results": results},
+                                              indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
