@@ -31,8 +31,10 @@ jars: setup
 lint: setup
 	$(BIN)/ruff check .
 
+# Tests that need no broker, Spark, browser or stack; their markers come from their fixtures
+# (tests/markers.py), and GROUPSCOPE_UNIT_ONLY=1 makes the run fail if one starts java/Chromium.
 unit: setup
-	$(BIN)/pytest -m "not broker and not spark and not browser" $(PYTEST_ARGS)
+	GROUPSCOPE_UNIT_ONLY=1 $(BIN)/pytest -m "not broker and not spark and not browser and not stack" $(PYTEST_ARGS)
 
 clean:
 	rm -rf .groupscope test-artifacts .pytest_cache

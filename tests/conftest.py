@@ -1,14 +1,20 @@
 """Shared fixtures: one real embedded broker and one real Spark Connect server per test run.
 
-Both listen on free ports and are stopped at session end, even when tests fail.
+Both listen on free ports and are stopped at session end, even when tests fail. Whatever
+starts a JVM, a browser or the whole stack is a fixture here, so tests/markers.py can mark
+the tests that need it (`broker`, `spark`, `browser`, `stack`) from their fixtures alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +23,10 @@ from backend.cluster.settings import KafkaSettings
 from backend.engine.server import SparkConnectServer
 from backend.netutil import free_port
 
+pytest_plugins = ["tests.markers"]
+
 ARTIFACTS = Path(os.environ.get("GROUPSCOPE_TEST_ARTIFACTS", "test-artifacts")).resolve()
+STACK_ENV = "GROUPSCOPE_STACK_TEST"
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +69,82 @@ def unique() -> str:
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
+    """Private brokers, unstarted, each on a free port, for a test that kills or restarts one
+    (the session's broker must outlive it). Teardown stops any that still runs."""
+    made: list[EmbeddedBroker] = []
+
+    def make(data_dir: Path, **kw: Any) -> EmbeddedBroker:
+        node = EmbeddedBroker(data_dir, port=free_port(), **kw)
+        made.append(node)
+        return node
+
+    try:
+        yield make
+    finally:
+        for node in made:
+            node.stop()
+
+
+@pytest.fixture
+def spark_factory() -> Iterator[Callable[..., SparkConnectServer]]:
+    """Private Spark Connect servers, unstarted, for a test that stops one or replaces it on
+    the same port (pass `port`). Teardown stops any that still runs."""
+    made: list[SparkConnectServer] = []
+
+    def make(work_dir: Path, port: int | None = None) -> SparkConnectServer:
+        server = SparkConnectServer(work_dir, port=port or free_port())
+        made.append(server)
+        return server
+
+    try:
+        yield make
+    finally:
+        for server in made:
+            server.stop()
+
+
+@pytest.fixture
+def chromium() -> Callable[..., AbstractContextManager[Any]]:
+    """`chromium()` opens a headless Chromium page (tests/dashboard/browser.py). Asked for as
+    a fixture rather than imported, so collection sees that the test drives a browser."""
+    from tests.dashboard.browser import chromium_page
+
+    return chromium_page
+
+
+def stack_processes(token: str) -> list[Any]:
+    """Live processes (not this one, not zombies) whose environment holds STACK_ENV=token:
+    what a `stack` test started and has not ended yet."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if (proc.environ().get(STACK_ENV) == token
+                    and proc.status() != psutil.STATUS_ZOMBIE):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """For a test that runs the whole stack in processes of its own (`groupscope up`, or the
+    backend with the web server). Every process it starts inherits STACK_ENV=<token>; teardown
+    SIGKILLs any still alive, so a failed stack test leaves no broker, Spark or replica
+    running on a shared machine."""
+    token = uuid.uuid4().hex
+    monkeypatch.setenv(STACK_ENV, token)
+    try:
+        yield token
+    finally:
+        for proc in stack_processes(token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)
