@@ -17,8 +17,8 @@ from backend.cluster.settings import ClusterUnreachable, resolve_settings
 from backend.netutil import PortBusyError, free_port
 
 
-def test_broker_restart_on_same_data_dir_keeps_topics_and_messages(tmp_path):
-    node = EmbeddedBroker(tmp_path / "node", port=free_port())
+def test_broker_restart_on_same_data_dir_keeps_topics_and_messages(tmp_path, broker_factory):
+    node = broker_factory(tmp_path / "node")
     node.start()
     try:
         conf = node.settings.client_config()

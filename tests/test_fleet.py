@@ -18,7 +18,6 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.partitioner import partition_for
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import add_partitions, ensure_input_topic
@@ -222,7 +221,6 @@ def run_to_limit(sim: FleetSimulator) -> None:
     assert stats.failed == 0 and stats.delivered == sim.limit
 
 
-@pytest.mark.broker
 def test_seq_resumes_after_restart_with_no_gap_and_no_reuse(
         kafka: KafkaSettings, topic: str, sims: list[FleetSimulator]) -> None:
     first = FleetSimulator(kafka, topic, streams=6, rate=2000, limit=300)
@@ -248,7 +246,6 @@ def test_seq_resumes_after_restart_with_no_gap_and_no_reuse(
     assert max(runs[0]) <= min(runs[1]) and max(runs[1]) <= min(runs[2])
 
 
-@pytest.mark.broker
 def test_seq_resumes_after_partitions_were_added(
         kafka: KafkaSettings, unique: str, sims: list[FleetSimulator]) -> None:
     topic = f"fleet-grow-{unique}"
@@ -271,7 +268,6 @@ def test_seq_resumes_after_partitions_were_added(
         assert r.partition == expected, (r.key, r.value["seq"])
 
 
-@pytest.mark.broker
 def test_rate_change_takes_effect(kafka: KafkaSettings, topic: str,
                                   sims: list[FleetSimulator]) -> None:
     sim = FleetSimulator(kafka, topic, streams=4, rate=100)
@@ -304,7 +300,6 @@ def test_rate_change_takes_effect(kafka: KafkaSettings, topic: str,
     assert offsets_rate == pytest.approx(500, rel=0.25)
 
 
-@pytest.mark.broker
 def test_set_streams_adds_new_keys_and_resumes_known_ones(
         kafka: KafkaSettings, topic: str, sims: list[FleetSimulator]) -> None:
     earlier = FleetSimulator(kafka, topic, streams=5, rate=5000, limit=100)
@@ -335,7 +330,6 @@ def test_set_streams_adds_new_keys_and_resumes_known_ones(
     assert counts["car-06"] >= 10 and counts["car-05"] >= 30
 
 
-@pytest.mark.broker
 def test_messages_follow_the_contract_and_physics(kafka: KafkaSettings, topic: str,
                                                    sims: list[FleetSimulator]) -> None:
     sim = FleetSimulator(kafka, topic, streams=4, rate=200, limit=1200)  # ~6 s of driving
@@ -373,7 +367,6 @@ def test_messages_follow_the_contract_and_physics(kafka: KafkaSettings, topic: s
         assert rows[-1]["engine_temp_c"] > rows[0]["engine_temp_c"]  # warming up
 
 
-@pytest.mark.broker
 def test_a_missing_topic_is_refused_before_producing(kafka: KafkaSettings, unique: str) -> None:
     sim = FleetSimulator(kafka, f"missing-{unique}", streams=2)
     with pytest.raises(FleetError, match="does not exist"):
@@ -381,11 +374,11 @@ def test_a_missing_topic_is_refused_before_producing(kafka: KafkaSettings, uniqu
     assert not sim.running
 
 
-@pytest.mark.broker
-def test_a_broker_crash_mid_run_neither_loses_nor_duplicates(tmp_path: Path) -> None:
+def test_a_broker_crash_mid_run_neither_loses_nor_duplicates(tmp_path: Path,
+                                                             broker_factory) -> None:
     """kill -9 of the broker while producing: the fleet queues, retries after the restart,
     and the idempotent producer writes every seq exactly once, in order."""
-    node = EmbeddedBroker(tmp_path / "broker", port=free_port())
+    node = broker_factory(tmp_path / "broker")
     node.start()
     sim: FleetSimulator | None = None
     try:
@@ -435,7 +428,6 @@ def procs() -> Iterator[list[subprocess.Popen]]:
             p.wait(10)
 
 
-@pytest.mark.broker
 def test_cli_count_creates_the_topic_and_stops(kafka: KafkaSettings, unique: str,
                                                procs: list[subprocess.Popen]) -> None:
     name = f"cli-{unique}"
@@ -449,7 +441,6 @@ def test_cli_count_creates_the_topic_and_stops(kafka: KafkaSettings, unique: str
     assert end_offsets(kafka, name) == 150
 
 
-@pytest.mark.broker
 def test_cli_ctrl_c_flushes_and_exits_cleanly(kafka: KafkaSettings, unique: str,
                                               procs: list[subprocess.Popen]) -> None:
     name = f"cli-{unique}"

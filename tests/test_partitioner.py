@@ -57,7 +57,6 @@ def test_partition_for_spreads_fleet_keys_over_all_partitions() -> None:
     assert all(c >= 8 for c in counts), counts
 
 
-@pytest.mark.broker
 @pytest.mark.parametrize("partitions", [6, 7])
 def test_librdkafka_murmur2_random_lands_every_key_on_partition_for(
     kafka: KafkaSettings, unique: str, partitions: int

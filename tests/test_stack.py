@@ -11,8 +11,6 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import pytest
-
 from backend.cli import build_parser
 from backend.netutil import free_port, wait_until
 
@@ -51,9 +49,7 @@ def test_help_lists_every_subcommand_and_each_has_help():
         assert f"groupscope {name}" in result.stdout
 
 
-@pytest.mark.broker
-@pytest.mark.spark
-def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path):
+def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
     marker = f"GROUPSCOPE_TEST_MARKER={uuid.uuid4().hex}"
     web_port = free_port()
     env = dict(

@@ -13,8 +13,6 @@ from backend.cluster.topics import (
 )
 from backend.contracts import dead_letter_topic, events_topic, summaries_topic
 
-pytestmark = pytest.mark.broker
-
 
 def test_ensure_topics_creates_all_four_with_their_configs(kafka: KafkaSettings,
                                                            unique: str) -> None:

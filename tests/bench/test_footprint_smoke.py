@@ -1,8 +1,9 @@
 """Smoke test: bench/footprint.py runs `groupscope up` once, finds every role, stops it all.
 
 The real CLI is launched (it starts its own broker and Spark on free ports), so this test
-needs no session fixture. Asserts that start-up milestones were timed, that every role of the
-process tree was found with a plausible RSS, and that nothing of the tree survives the stop.
+needs no session fixture, only `stack` (which marks it and reaps what survives). Asserts that
+start-up milestones were timed, that every role of the process tree was found with a
+plausible RSS, and that nothing of the tree survives the stop.
 Not a performance test: no number is compared to a target.
 """
 
@@ -21,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(600)
-def test_footprint_tiny(tmp_path):
+def test_footprint_tiny(tmp_path, stack):
     out = tmp_path / "f.json"
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "bench" / "footprint.py"), "--repeats", "1",

@@ -7,13 +7,9 @@ import json
 import re
 import time
 
-import pytest
-
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
-from tests.dashboard.browser import chromium_page, lanes, supervisor, web_server
-
-pytestmark = [pytest.mark.browser, pytest.mark.broker, pytest.mark.spark]
+from tests.dashboard.browser import lanes, supervisor, web_server
 
 SESSION_TIMEOUT_S = 6.0  # the replicas' session.timeout.ms
 
@@ -53,7 +49,7 @@ def _shot(page, artifacts_dir, name: str) -> None:
 
 
 def test_kill_from_the_page_moves_lanes_and_scaling_past_partitions_warns(
-        broker, spark_remote, unique, artifacts_dir, tmp_path):
+        broker, spark_remote, chromium, stack, unique, artifacts_dir, tmp_path):
     group, topic = f"gs-{unique}", f"telemetry-{unique}"
     env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
            "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
@@ -65,7 +61,7 @@ def test_kill_from_the_page_moves_lanes_and_scaling_past_partitions_warns(
                           "--replicas", "3", "--streams", "12", "--rate", "100"],
                     tmp_path / "backend.log", data), \
             web_server({**env, "GROUPSCOPE_DATA": str(data)}, tmp_path / "web.log") as url, \
-            chromium_page() as page:
+            chromium() as page:
         try:
             page.goto(url)  # Live is the default page: it lives at the root
             before = wait_until(lambda: _stable_owners(page, 3), 240,

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.dashboard.browser import chromium_page, web_server
+from tests.dashboard.browser import web_server
 
 STATUS_PATH = "status"
 
-pytestmark = [pytest.mark.browser, pytest.mark.broker, pytest.mark.spark]
 
-
-def test_status_page_in_chromium(broker, kafka, spark_remote, unique, artifacts_dir, tmp_path):
+def test_status_page_in_chromium(broker, kafka, spark_remote, chromium, unique, artifacts_dir,
+                                 tmp_path):
     # The topics table is a virtualised grid that renders only its visible rows, and the
     # session broker holds every earlier test's topics: a name that sorts first stays visible.
     topic = f"0-browser-{unique}"
@@ -20,7 +18,7 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, unique, artifacts_
     admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(30)
     env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
            "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": ""}
-    with web_server(env, tmp_path / "web.log") as url, chromium_page() as page:
+    with web_server(env, tmp_path / "web.log") as url, chromium() as page:
         page.goto(f"{url}/{STATUS_PATH}")
         try:
             _check(page, topic)

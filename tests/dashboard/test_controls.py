@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka.admin import AdminClient
 from streamlit.testing.v1 import AppTest
 
 from backend.netutil import wait_until
 from tests.dashboard.browser import supervisor
 from tests.dashboard.conftest import APP
-
-pytestmark = [pytest.mark.broker]
 
 
 def test_add_partitions_from_the_sidebar_reaches_the_cluster(

@@ -12,8 +12,6 @@ from backend.netutil import wait_until
 from tests.dashboard.conftest import APP, page_text
 from tests.dashboard.group import Member, create_topic, produce_keys
 
-pytestmark = [pytest.mark.broker]
-
 
 @pytest.fixture
 def members(kafka, unique):

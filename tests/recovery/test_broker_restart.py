@@ -20,10 +20,9 @@ import orjson
 import pytest
 
 from backend.chaos.verify import judge
-from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.topics import ensure_topics
 from backend.fleet.simulator import FleetSimulator
-from backend.netutil import free_port, wait_until
+from backend.netutil import wait_until
 from tests.recovery.conftest import drained, summaries_now
 from tests.replica.harness import REPO, read_summaries
 
@@ -74,9 +73,9 @@ def _owned_by_replicas(observer: ObserverProcess, after_ms: int = 0) -> bool:
 @pytest.mark.parametrize("how", ["kill", "graceful"])
 def test_replicas_and_observer_ride_out_a_broker_restart(
         tmp_path: Path, spark_remote: str, unique: str, how: str,
-        replica_fleet_factory) -> None:
+        replica_fleet_factory, broker_factory) -> None:
     group, topic = f"rb-{unique}", f"rb-in-{unique}"
-    node = EmbeddedBroker(tmp_path / "broker", port=free_port())
+    node = broker_factory(tmp_path / "broker")
     node.start()
     sim: FleetSimulator | None = None
     shared: ObserverProcess | None = None

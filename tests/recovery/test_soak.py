@@ -13,7 +13,7 @@ import io
 from backend.stack.soak import Soak, format_table
 
 
-def test_a_short_soak_leaves_no_orphans_no_zombies_and_no_fd_or_thread_growth() -> None:
+def test_a_short_soak_leaves_no_orphans_no_zombies_and_no_fd_or_thread_growth(stack) -> None:
     out = io.StringIO()
     result = Soak(duration=100, kill_every=20, interval=2.0, out=out).run()
     table = format_table(result)

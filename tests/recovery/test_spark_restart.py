@@ -27,10 +27,11 @@ def _spark_errors(log: EventLog, replica: str) -> list[dict]:
 
 
 def test_replicas_pause_while_spark_is_down_and_resume_on_a_new_server(
-        tmp_path: Path, kafka: KafkaSettings, unique: str, replica_fleet_factory) -> None:
+        tmp_path: Path, kafka: KafkaSettings, unique: str, replica_fleet_factory,
+        spark_factory) -> None:
     group, topic = f"rs-{unique}", f"rs-in-{unique}"
     port = free_port()
-    server: SparkConnectServer | None = SparkConnectServer(tmp_path / "spark1", port=port)
+    server: SparkConnectServer | None = spark_factory(tmp_path / "spark1", port=port)
     server.start()
     sim: FleetSimulator | None = None
     log: EventLog | None = None
@@ -61,7 +62,7 @@ def test_replicas_pause_while_spark_is_down_and_resume_on_a_new_server(
         assert sim.stats().delivered > 0
 
         # ---- a new server on the same port ---------------------------------------------
-        server = SparkConnectServer(tmp_path / "spark2", port=port)
+        server = spark_factory(tmp_path / "spark2", port=port)
         server.start()
         fleet.wait(lambda: all(any(e.get("recovered") for e in log.of("error", r))
                                for r in REPLICAS), 180, "every replica reporting it resumed")

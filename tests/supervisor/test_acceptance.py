@@ -31,8 +31,6 @@ from tests.supervisor.conftest import (
     stop_backend,
 )
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
-
 # A replica has to start Python, open a Spark Connect session and join; on a loaded 2-core
 # machine several starting at once take a while. A crash is bounded by the session timeout
 # (plus the rebalance); a graceful stop first finishes its batch and commits, and is bounded
