@@ -1,4 +1,4 @@
-"""Issue 2: the embedded broker and the connection settings, on a real Kafka."""
+"""The embedded broker and the connection settings, on a real Kafka."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 2 acceptance: `groupscope up` serves the dashboard and Ctrl-C leaves nothing behind."""
+"""`groupscope up` end to end: it serves the dashboard and Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 

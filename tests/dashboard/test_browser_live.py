@@ -1,4 +1,4 @@
-"""Issue 6 acceptance in a real browser: the Live page of a running stack (supervisor, real
+"""The Live page in a real browser, on a running stack (supervisor, real
 PySpark replicas, fleet), a replica killed from the page, and scaling past the partitions."""
 
 from __future__ import annotations
@@ -135,5 +135,5 @@ def test_kill_from_the_page_moves_lanes_and_scaling_past_partitions_warns(
             (artifacts_dir / "live-timings.json").write_text(json.dumps(timings))
     # checked last so a slow rebalance still lets the rest of the flow be verified
     assert timings["kill_to_lanes_moved_s"] <= SESSION_TIMEOUT_S + 3, (
-        f"lanes moved {timings['kill_to_lanes_moved_s']} s after the kill; the issue asks for "
+        f"lanes moved {timings['kill_to_lanes_moved_s']} s after the kill; the target is "
         f"session timeout + 3 s = {SESSION_TIMEOUT_S + 3:.0f} s")

@@ -1,4 +1,4 @@
-"""Issue 7 item 2: the broker goes away mid-run and comes back on the same data dir and port.
+"""Broker restart: the broker goes away mid-run and comes back on the same data dir and port.
 
 Everything is real: a private EmbeddedBroker (the test kills it, so not the session one),
 the FleetSimulator, replica subprocesses, and the dashboard's SharedObserver - in a child

@@ -1,4 +1,4 @@
-"""Issue 7 item 3: the Spark Connect server goes away mid-run; a new one takes its port.
+"""Spark restart: the Spark Connect server goes away mid-run; a new one takes its port.
 
 While it is down the replicas must not commit (the batch has not been summarised, so a commit
 would lose it) and must say why on the events topic. Once a server answers on the same port

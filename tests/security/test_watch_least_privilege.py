@@ -1,4 +1,4 @@
-"""Issue 7 item 6: the read-only dashboard on a SASL + ACL broker, as a least-privileged user.
+"""Least privilege: the read-only dashboard on a SASL + ACL broker, as a least-privileged user.
 
 A real `groupscope web` in watch mode (GROUPSCOPE_READONLY, what `groupscope watch` sets)
 connects with a client.properties file for the `watcher` principal, which holds only

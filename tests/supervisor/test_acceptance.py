@@ -1,4 +1,4 @@
-"""Issue 4 acceptance: the API drives real `groupscope replica` processes on a real broker.
+"""The control API end to end: it drives real `groupscope replica` processes on a real broker.
 
 One supervisor (a real `groupscope backend` process) for the module, with real replicas on
 the real Spark Connect engine and the fleet simulator producing. The tests run in order:
