@@ -50,11 +50,21 @@ def wait_until(
     timeout: float,
     interval: float = 0.1,
     what: str = "condition",
+    abort: Callable[[], object] | None = None,
 ) -> T:
-    """Poll `check` until it returns something truthy; raise TimeoutError naming `what`."""
+    """Poll `check` until it returns something truthy; raise TimeoutError naming `what`.
+
+    The one readiness wait of the project (services, the stack, tests, benchmarks): a real
+    probe repeated, never a fixed sleep. `check` may raise while the thing is not up yet;
+    that counts as "not yet". `abort` runs before every try and raises to give up at once,
+    e.g. when the process being waited for has exited, so a dead child fails fast instead of
+    after the whole timeout.
+    """
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
     while True:
+        if abort is not None:
+            abort()
         try:
             value = check()
             if value:
