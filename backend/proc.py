@@ -1,33 +1,197 @@
-"""Child-process hygiene shared by every launcher: children never outlive their parent."""
+"""Child processes, done one way everywhere: backend/, the tests and the benchmarks.
+
+The rules, and why:
+
+* **Spawn through `spawn()`** (or run `dies_with_parent(argv)` yourself). The child first
+  runs a tiny exec shim that asks Linux for SIGKILL when its parent dies
+  (PR_SET_PDEATHSIG), checks the parent is still there, and execs the real command. So a
+  parent that dies without cleaning up - SIGKILLed, OOM-killed, crashed, a pytest run killed
+  mid-test - takes its children with it: no broker, JVM, replica or Streamlit server is
+  left behind. Each level does the same for its own children, so whole trees go.
+* **No Python between fork and exec.** A `preexec_fn` runs Python in the child of a
+  threaded parent (librdkafka, the HTTP server, the fleet simulator), where a lock another
+  thread held at fork time is held forever; the shim runs only after exec, in a fresh
+  interpreter.
+* **The death signal follows the forking thread, not the process.** Linux sends it when the
+  *thread* that called fork exits. Spawn from the main thread or from one long-lived thread
+  (the supervisor's spawner); a child spawned from a short-lived thread (an HTTP request,
+  a pool worker) would be killed as soon as that thread ends (once the shim has run: a
+  thread that ends before that hands the child on - a race, not a way out).
+* **Stopping is bounded.** A long-running command waits for SIGINT/SIGTERM/SIGHUP with
+  `StopSignals`, whose watchdog ends the process `HARD_STOP_S` after the first signal
+  however stuck its shutdown is (a flush to a broker that is gone, a join on a wedged
+  thread), so every command exits within `STOP_WITHIN_S` of SIGTERM; orderly shutdowns
+  budget `STOP_BUDGET_S` so the watchdog is only ever a last resort.
+* Not Linux: there is no prctl, the shim only execs; each parent's own shutdown still stops
+  its children.
+"""
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
+import errno
+import math
+import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
-_PR_SET_PDEATHSIG = 1
+from backend.netutil import wait_until
+
+STOP_WITHIN_S = 10.0  # the promise: SIGTERM to exit, whatever the dependencies are doing
+HARD_STOP_S = 9.0  # the watchdog fires here
+STOP_BUDGET_S = 8.0  # what an orderly shutdown may take, children's grace included
+LAST_WAVE_S = 2.5  # of that, what `groupscope up` keeps for the broker and Spark, stopped last
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# argv: [shim, parent pid, command...]. Exit 70: the parent died before the death signal was
+# set (it would never come); 127: the command cannot be run, as in a shell.
+_SHIM = (
+    "import ctypes,os,signal,sys\n"
+    "try:\n"
+    " ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL),0,0,0)\n"
+    "except (AttributeError,OSError):\n"
+    " pass\n"
+    "os.getppid()==int(sys.argv[1]) or os._exit(70)\n"
+    "try:\n"
+    " os.execvp(sys.argv[2],sys.argv[2:])\n"
+    "except OSError as e:\n"
+    " sys.stderr.write(f'cannot run {sys.argv[2]}: {e}\\n')\n"
+    " os._exit(127)\n"
+)
 
 
-def die_with_parent(sig: int = signal.SIGTERM):
-    """A `preexec_fn` asking Linux to signal the child when the spawning thread exits.
+def dies_with_parent(argv: Sequence[str]) -> list[str]:
+    """`argv` wrapped in the exec shim: SIGKILLed when this process (strictly, the thread that
+    spawns it) dies. The pid stays the command's: the shim execs in place."""
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *map(str, argv)]
 
-    Covers the case no handler can: the parent being SIGKILLed. Spawn from a long-lived
-    thread (the main thread), because the signal follows the thread, not the process.
+
+def spawn(argv: Sequence[str], **popen_args: Any) -> subprocess.Popen[Any]:
+    """`subprocess.Popen(argv, **popen_args)` whose child dies with this process.
+
+    A command that is not on PATH fails here, as with Popen, not later in the child.
+    Call from the main thread or a long-lived one (see the module docstring).
+    """
+    program = str(argv[0])
+    if os.sep not in program:
+        env = popen_args.get("env") or os.environ
+        if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+            raise FileNotFoundError(errno.ENOENT, f"{program} not found on PATH", program)
+    return subprocess.Popen(dies_with_parent(argv), **popen_args)
+
+
+def send(proc: subprocess.Popen[Any], sig: int, group: bool = False) -> None:
+    """`sig` to `proc` (to its process group with `group`) unless it is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(proc.pid, sig)
+        elif proc.poll() is None:
+            proc.send_signal(sig)
+
+
+def reap(proc: subprocess.Popen[Any], grace: float, group: bool = False) -> int:
+    """Wait up to `grace` s for `proc` to exit, then SIGKILL it; returns its exit code.
+
+    With `group` (a child spawned with start_new_session), whatever is left of its process
+    group - grandchildren that outlived it - is SIGKILLed as well.
+    """
+    try:
+        proc.wait(max(0.0, grace))
+    except subprocess.TimeoutExpired:
+        send(proc, signal.SIGKILL, group=False)
+    if group:
+        send(proc, signal.SIGKILL, group=True)
+    return proc.wait()
+
+
+def terminate(proc: subprocess.Popen[Any], grace: float, group: bool = False) -> int:
+    """SIGTERM (to the process group with `group`), SIGKILL after `grace` s; the exit code."""
+    if proc.poll() is None:
+        send(proc, signal.SIGTERM, group)
+    return reap(proc, grace, group)
+
+
+class StopSignals:
+    """The one way a long-running command waits for SIGINT / SIGTERM / SIGHUP.
+
+    Use as a context manager in the main thread. The handler takes no lock (a handler that
+    sets a threading.Event can deadlock on the Event's own lock if the main thread was
+    inside that Event when the signal came): it records the signal, calls `on_stop` once
+    (which may raise, e.g. KeyboardInterrupt, to break out of a blocking start-up) and wakes
+    the watchdog through a pipe. The watchdog thread then ends the process `hard_stop_after`
+    s later if it is still alive, children included (they die with it); SIGALRM's default
+    action backs it up where no Python thread can run any more (interpreter shutdown, a C
+    call holding the GIL). Later signals are noted but change nothing: a second Ctrl-C does
+    not cut a flush short, the watchdog bounds it anyway.
     """
 
-    def _preexec() -> None:
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        except OSError:
-            pass  # not Linux: the parent's own cleanup still applies
+    def __init__(self, on_stop: Callable[[], object] | None = None,
+                 hard_stop_after: float | None = HARD_STOP_S,
+                 signals: Sequence[int] = STOP_SIGNALS) -> None:
+        self.on_stop = on_stop
+        self.hard_stop_after = hard_stop_after
+        self.signals = tuple(signals)
+        self.received: int | None = None
+        self._old: dict[int, Any] = {}
+        self._pipe: tuple[int, int] | None = None
 
-    return _preexec
+    @property
+    def stopping(self) -> bool:
+        return self.received is not None
+
+    def __enter__(self) -> StopSignals:
+        if self.hard_stop_after is not None:
+            self._pipe = os.pipe()
+            threading.Thread(target=self._watchdog, args=(self._pipe[0],), daemon=True,
+                             name="stop-watchdog").start()
+        self._old = {s: signal.signal(s, self._handle) for s in self.signals}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        if self._pipe is not None and self.received is None:
+            os.write(self._pipe[1], b"x")  # no signal came: the watchdog retires
+            os.close(self._pipe[1])
+        # once one came, the watchdog stays armed: the rest of the exit may hang too
+
+    def wait(self, alive: Callable[[], bool] | None = None, interval: float = 0.2) -> bool:
+        """Block until a stop signal (True) or until `alive()` turns false (False)."""
+        while self.received is None:
+            if alive is not None and not alive():
+                return False
+            time.sleep(interval)
+        return True
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            return
+        self.received = signum
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._pipe[1], b"s")
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(math.ceil(self.hard_stop_after or 0) + 2)
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def _watchdog(self, read_fd: int) -> None:
+        if os.read(read_fd, 1) != b"s" or self.hard_stop_after is None:
+            os.close(read_fd)
+            return
+        time.sleep(self.hard_stop_after)
+        name = signal.Signals(self.received or signal.SIGTERM).name
+        os.write(2, f"groupscope: still running {self.hard_stop_after:.0f}s after {name}; "
+                    f"exiting now\n".encode())
+        os._exit(1)
 
 
 class ServiceStartError(RuntimeError):
@@ -46,38 +210,36 @@ class ServiceProcess:
         self.what = what
         self.log_files = log_files
         self.error = error
-        self.popen: subprocess.Popen | None = None
+        self.popen: subprocess.Popen[Any] | None = None
 
-    def spawn(self, cmd: list[str], output: Path, **popen_args: object) -> subprocess.Popen:
+    def spawn(self, cmd: list[str], output: Path, **popen_args: Any) -> subprocess.Popen[Any]:
         with open(output, "ab") as out:
-            self.popen = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent(), **popen_args,
-            )
+            self.popen = spawn(cmd, stdout=out, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, **popen_args)
         return self.popen
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def _check_running(self) -> None:
+        if self.popen is not None and self.popen.poll() is not None:
+            raise self.error(
+                f"{self.what} exited with code {self.popen.returncode} during start-up; "
+                f"last lines of its log:\n{self.tail()}"
+            )
 
     def wait_ready(self, probe: Callable[[], bool], timeout: float, where: str,
                    interval: float = 0.2) -> None:
         """Poll `probe` (a real request, never a sleep) until it passes or the child dies."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.popen is not None and self.popen.poll() is not None:
-                raise self.error(
-                    f"{self.what} exited with code {self.popen.returncode} during start-up; "
-                    f"last lines of its log:\n{self.tail()}"
-                )
-            try:
-                if probe():
-                    return
-            except Exception:
-                pass  # not up yet
-            if time.monotonic() >= deadline:
-                self.stop()
-                raise self.error(
-                    f"{self.what} did not become ready on {where} within {timeout:.0f}s; "
-                    f"last lines of its log:\n{self.tail()}"
-                )
-            time.sleep(interval)
+        try:
+            wait_until(probe, timeout, interval, what=f"{self.what} on {where}",
+                       abort=self._check_running)
+        except TimeoutError:
+            self.stop()
+            raise self.error(
+                f"{self.what} did not become ready on {where} within {timeout:.0f}s; "
+                f"last lines of its log:\n{self.tail()}"
+            ) from None
 
     def tail(self, lines: int = 20) -> str:
         for path in self.log_files:
@@ -89,31 +251,13 @@ class ServiceProcess:
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (a clean shutdown), SIGKILL if it hangs. Returns the exit code."""
-        proc = self.popen
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.popen = None
-        return proc.returncode
+        proc, self.popen = self.popen, None
+        return None if proc is None else terminate(proc, timeout)
 
     def run_until_signal(self, stop: Callable[[], object]) -> int:
-        """Foreground mode: block until SIGINT/SIGTERM (exit 0) or the child dies (exit 1)."""
-        stopping = threading.Event()
-        old = {s: signal.signal(s, lambda *_: stopping.set())
-               for s in (signal.SIGINT, signal.SIGTERM)}
-        proc = self.popen
-        try:
-            while not stopping.wait(0.2) and proc is not None and proc.poll() is None:
-                pass
-            died = not stopping.is_set()
+        """Foreground mode (`groupscope broker|spark`): block until a stop signal (exit 0) or
+        the child's death (exit 1), then `stop()`, which must fit in STOP_BUDGET_S."""
+        with StopSignals() as signals:
+            died = not signals.wait(alive=self.running)
             stop()
-            return 1 if died else 0
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+        return 1 if died else 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -147,20 +146,19 @@ def committed_and_end(settings: KafkaSettings, group: str, topic: str,
 
 
 def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """A child in its own session (so kill -9 hits only it), output to a log file."""
+    """A child in its own session (so kill -9 hits only it), output to a log file; it dies
+    with this bench however the bench ends (a test's time-out SIGKILLs it)."""
+    from backend.proc import spawn as spawn_dying_with_us
+
     with open(log, "ab") as out:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env)
+        return spawn_dying_with_us(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, env=env)
 
 
 def stop(proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    from backend.proc import terminate
+
+    terminate(proc, timeout)
 
 
 def replica_cmd(name: str, group: str, topic: str, bootstrap: str, spark_remote: str,

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, LoadSampler, machine, spread
 
-from backend.proc import die_with_parent
+from backend.proc import spawn
 from backend.stack.soak import Soak
 from tests.dashboard.browser import chromium_page, lanes
 
@@ -81,13 +81,11 @@ class UpRun:
         self.web_port = int(env["GROUPSCOPE_WEB_PORT"])
         env.pop("GROUPSCOPE_CONTROL_PORT", None)
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "up"], env=env,
-                                     cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True,
-                                     # SIGKILLed bench (a test's time-out): `up` still
-                                     # gets SIGTERM and stops its tree
-                                     preexec_fn=die_with_parent())
+        # dies with this bench (a test's time-out SIGKILLs it), and its tree with it
+        self.proc = spawn([sys.executable, "-m", "backend.cli", "up"], env=env,
+                          cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          start_new_session=True)
         threading.Thread(target=self._relay, daemon=True).start()
 
     def _relay(self) -> None:

@@ -34,7 +34,6 @@ import math
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -45,19 +44,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    ROOT,
     LoadSampler,
     Stack,
     add_stack_args,
     machine,
     percentile,
     replica_cmd,
+    spawn,
     stop,
     wait_for,
 )
 
 from backend.fleet.simulator import FleetSimulator
-from backend.proc import die_with_parent
 
 OBSERVER_INTERVAL_S = 0.5  # dashboard/pollers.SharedObserver's default
 
@@ -254,14 +252,6 @@ def poll_until(vis: Visibility, observer: Any, until: float,
         time.sleep(delay)
 
 
-def spawn_replica(cmd: list[str], log: Path) -> subprocess.Popen:
-    """Like common.spawn, but the replica also dies with this script if it is SIGKILLed
-    (a test's time-out), so a killed run never leaves replicas behind."""
-    with open(log, "ab") as out:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=die_with_parent())
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from backend.cluster.topics import ensure_topics
     from backend.observer.observer import Observer
@@ -286,7 +276,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.replicas):
                 cmd = [*replica_cmd(f"lat-r{i}", group, topic, settings.bootstrap,
                                     stack.spark_remote), "--batch-ms", str(args.batch_ms)]
-                procs.append(spawn_replica(cmd, logs / f"r{i}.log"))
+                procs.append(spawn(cmd, logs / f"r{i}.log"))
             reader.start()
 
             def ready() -> bool:

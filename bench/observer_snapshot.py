@@ -28,11 +28,8 @@ sys.path.insert(0, str(REPO))
 
 def host_members(bootstrap: str, group: str, topic: str, n: int, protocol: str) -> int:
     """Child process: n real group members, each its own Consumer polled by its own thread."""
-    import ctypes
-
     from confluent_kafka import Consumer
 
-    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the bench
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
@@ -69,6 +66,7 @@ def run_case(settings, partitions: int, members: int, reps: int, protocol: str) 
 
     from backend.netutil import wait_until
     from backend.observer.observer import Observer
+    from backend.proc import spawn
 
     topic = f"bench-{partitions}p-{int(time.time())}"
     group = f"bench-{partitions}x{members}-{protocol}"
@@ -80,9 +78,10 @@ def run_case(settings, partitions: int, members: int, reps: int, protocol: str) 
             producer.produce(topic, key=f"car-{p}-{i}", value=b"{}", partition=p)
     producer.flush(60)
 
-    child = subprocess.Popen([sys.executable, __file__, "--_members", settings.bootstrap, group,
-                              topic, str(members), protocol], cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # dies with the bench, however the bench ends
+    child = spawn([sys.executable, __file__, "--_members", settings.bootstrap, group,
+                   topic, str(members), protocol], cwd=REPO,
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     observer = Observer(settings, group, topic=topic, tail_events=False)
     try:
         def ready():

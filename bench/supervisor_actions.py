@@ -34,6 +34,7 @@ from backend.cluster.clients import quiet_admin  # noqa: E402
 from backend.cluster.embedded import EmbeddedBroker  # noqa: E402
 from backend.cluster.groups import describe_group  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
+from backend.proc import spawn  # noqa: E402
 from backend.supervisor.auth import read_control_files  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
 
@@ -78,8 +79,8 @@ def main() -> int:
                "--partitions", str(max(6, args.replicas)),
                "--replica-command", f"{sys.executable} {STANDIN}"]
         with open(work / "backend.log", "wb") as log:
-            backend = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            backend = spawn(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
         ep = wait_until(lambda: (e := read_control_files(data)).pid == backend.pid and e, 60,
                         what="backend")
         client = ControlClient(ep.url, ep.token)

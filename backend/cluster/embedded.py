@@ -13,7 +13,7 @@ from pathlib import Path
 from backend.cluster.jars import KAFKA_VERSION, kafka_classpath
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import ensure_port_free, free_port
-from backend.proc import ServiceProcess, ServiceStartError
+from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, spawn
 
 # Broker settings that make rebalances visible in a workshop instead of after 45 s.
 DEMO_GROUP_SETTINGS: dict[str, str] = {
@@ -213,14 +213,14 @@ class EmbeddedBroker:
         scram: list[str] = []
         for user, pw in (self.sasl_users or {}).items():
             scram += ["--add-scram", f"SCRAM-SHA-256=[name={user},password={pw}]"]
-        result = subprocess.run(
+        tool = spawn(
             self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c",
                        str(config), "--standalone", *scram),
-            capture_output=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             text=True,
         )
-        if result.returncode != 0:
-            output = result.stdout + result.stderr
+        output, _ = tool.communicate()
+        if tool.returncode != 0:
             for pw in (self.sasl_users or {}).values():
                 output = output.replace(pw, "***")
             raise BrokerStartError(f"formatting {self.data_dir} failed:\n{output}")
@@ -259,7 +259,7 @@ class EmbeddedBroker:
             f"Kafka {KAFKA_VERSION} ready on {self.host}:{self.port} "
             f"(data {self.data_dir}, log {self.log_file})\n"
         )
-        return self._service.run_until_signal(self.stop)
+        return self._service.run_until_signal(lambda: self.stop(STOP_BUDGET_S))
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.netutil import ensure_port_free
-from backend.proc import ServiceProcess, ServiceStartError
+from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -106,7 +106,7 @@ class SparkConnectServer:
     def run_foreground(self) -> int:
         self.start()
         sys.stderr.write(f"Spark Connect ready at {self.remote} (log {self.log_file})\n")
-        return self._service.run_until_signal(self.stop)
+        return self._service.run_until_signal(lambda: self.stop(STOP_BUDGET_S))
 
     def __enter__(self) -> SparkConnectServer:
         return self.start()
