@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from backend.contracts.control import (
+    DEFAULT_ASSIGNOR,
+    DEFAULT_PROTOCOL,
+    GroupChoiceError,
+    resolve_assignor,
+)
+
 log = logging.getLogger("groupscope.replica")
-
-CLASSIC_ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
-CONSUMER_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors
-PROTOCOLS = ("classic", "consumer")
-
 
 class MembershipConfigError(ValueError):
     """A protocol/assignor combination the client would reject."""
@@ -28,26 +30,16 @@ class MembershipConfigError(ValueError):
 
 @dataclass(frozen=True)
 class GroupChoice:
-    protocol: str = "classic"
-    assignor: str = "range"
+    protocol: str = DEFAULT_PROTOCOL
+    assignor: str = DEFAULT_ASSIGNOR
 
     @classmethod
     def parse(cls, protocol: str, assignor: str | None) -> GroupChoice:
-        if protocol not in PROTOCOLS:
-            raise MembershipConfigError(f"unknown --protocol {protocol!r}; use classic or consumer")
-        if protocol == "classic":
-            assignor = assignor or "range"
-            if assignor not in CLASSIC_ASSIGNORS:
-                raise MembershipConfigError(
-                    f"--assignor {assignor} is not a classic-protocol assignor; use one of "
-                    f"{', '.join(CLASSIC_ASSIGNORS)} (or --protocol consumer --assignor uniform)")
-        else:
-            assignor = assignor or "uniform"
-            if assignor not in CONSUMER_ASSIGNORS:
-                raise MembershipConfigError(
-                    f"--protocol consumer (KIP-848) assigns on the broker: --assignor must be "
-                    f"uniform or range, not {assignor}")
-        return cls(protocol, assignor)
+        """The choice, with the protocol's default assignor; the table is the contract's."""
+        try:
+            return cls(protocol, resolve_assignor(protocol, assignor))
+        except GroupChoiceError as exc:
+            raise MembershipConfigError(str(exc)) from None
 
     @property
     def incremental(self) -> bool:
