@@ -164,16 +164,11 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> None:
 def replica_cmd(name: str, group: str, topic: str, bootstrap: str, spark_remote: str,
                 exactly_once: bool = False, protocol: str = "classic",
                 assignor: str | None = None, batch_max: int | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "backend.cli", "replica", "--id", name, "--group", group,
-           "--topic", topic, "--bootstrap", bootstrap, "--spark-remote", spark_remote,
-           "--protocol", protocol]
-    if assignor:
-        cmd += ["--assignor", assignor]
-    if exactly_once:
-        cmd.append("--exactly-once")
-    if batch_max:
-        cmd += ["--batch-max", str(batch_max)]
-    return cmd
+    from backend.supervisor.processes import replica_argv
+
+    return replica_argv(name, group, topic, bootstrap, protocol=protocol, assignor=assignor,
+                        exactly_once=exactly_once, spark_remote=spark_remote,
+                        extra=("--batch-max", str(batch_max)) if batch_max else ())
 
 
 def rss_mb(pid: int) -> float:

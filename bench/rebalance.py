@@ -56,7 +56,6 @@ from common import (
 from backend.cluster.clients import error_text, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
 from backend.observer.observer import Observer
-from backend.supervisor.processes import dies_with_this_process
 
 # name on the command line -> (protocol, assignor)
 ASSIGNORS: dict[str, tuple[str, str]] = {
@@ -145,9 +144,6 @@ class Run:
         cmd = replica_cmd(name, self.group, self.topic, self.stack.settings.bootstrap,
                           self.stack.spark_remote, protocol=self.protocol,
                           assignor=self.assignor)
-        # through the supervisor's exec shim: SIGKILL to the replica if this bench dies, so a
-        # killed bench (e.g. a test timeout) leaves no replica behind
-        cmd = dies_with_this_process(cmd)
         r = Replica(name, spawn(cmd, self.logs / f"{self.group}-{name}.log"), time.time())
         self.replicas.append(r)
         return r

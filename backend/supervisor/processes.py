@@ -3,11 +3,10 @@
 Why it is built this way:
 - Each replica runs in its own session / process group, so a kill takes the replica's own
   children with it and a Ctrl-C in the supervisor's terminal is not delivered to them twice.
-- Every child is spawned by one long-lived "spawner" thread through a tiny exec shim that
-  sets PR_SET_PDEATHSIG. Linux sends that signal when the *thread* that forked the child
-  exits, so spawning from short-lived HTTP request threads would kill replicas at random;
-  the shim (instead of a preexec_fn) avoids running Python code between fork and exec in a
-  process full of threads (librdkafka, HTTP server, simulator).
+- Every child is spawned through backend.proc's exec shim, so it dies with the supervisor
+  however the supervisor dies, and by one long-lived "spawner" thread: the death signal
+  follows the thread that forked (backend/proc.py has the rules), so spawning from
+  short-lived HTTP request threads would kill replicas at random.
 - One waiter thread per child waits with WNOWAIT first, so the exit is observed while the
   pid is still a zombie (it cannot be reused yet); then, under the pool lock, leftovers of
   its process group are killed and the zombie is reaped. Signals are only ever sent under
@@ -19,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,35 +31,40 @@ from queue import Queue
 from typing import Any
 
 from backend.supervisor.models import PROTOCOL_ASSIGNORS, ReplicaInfo, ReplicaOptions
+from backend.proc import spawn
 from backend.supervisor.names import colour_for, next_free_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MAX_REPLICAS = 64
 DEFAULT_STOP_GRACE = 30.0
 
-# Runs in the child between fork and the replica: ask for SIGKILL when the spawning thread
-# dies, give up if the parent is already gone, then become the replica.
-# Not Linux (no prctl): the supervisor's own shutdown still stops every replica.
-_SHIM = (
-    "import ctypes,os,signal,sys\n"
-    "try:\n"
-    " ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL),0,0,0)\n"
-    "except (AttributeError,OSError):\n"
-    " pass\n"
-    "os.getppid()==int(sys.argv[1]) or os._exit(70)\n"
-    "os.execvp(sys.argv[2],sys.argv[2:])\n"
-)
-
-
-def dies_with_this_process(argv: list[str]) -> list[str]:
-    """`argv` wrapped so the child is SIGKILLed when this process (strictly: the thread that
-    spawns it) dies, however it dies - a crashed parent leaves no orphan behind."""
-    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), *argv]
-
-
 def default_replica_command() -> tuple[str, ...]:
     """`groupscope replica` run with this interpreter, whether or not the script is installed."""
     return (sys.executable, "-m", "backend.cli", "replica")
+
+
+def replica_argv(name: str, group: str, topic: str, bootstrap: str, *,
+                 protocol: str | None = None, assignor: str | None = None,
+                 exactly_once: bool = False, kafka_config: str | None = None,
+                 spark_remote: str | None = None,
+                 command: Sequence[str] | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """A replica's command line, the one builder of it: the supervisor, the test harness and
+    the benchmarks all start replicas through this, so a flag is added or renamed once.
+    None leaves an option out, and the replica uses its own default."""
+    args = [*(command or default_replica_command()), "--id", name, "--group", group,
+            "--topic", topic]
+    if protocol is not None:
+        args += ["--protocol", protocol]
+    if assignor is not None:
+        args += ["--assignor", assignor]
+    args += ["--bootstrap", bootstrap]
+    if exactly_once:
+        args.append("--exactly-once")
+    if kafka_config:
+        args += ["--kafka-config", str(Path(kafka_config).resolve())]
+    if spark_remote:
+        args += ["--spark-remote", spark_remote]
+    return [*args, *extra]
 
 
 class PoolError(Exception):
@@ -92,16 +97,11 @@ class LaunchConfig:
     stop_grace: float = DEFAULT_STOP_GRACE
 
     def argv(self, name: str, options: ReplicaOptions) -> list[str]:
-        args = [*self.command, "--id", name, "--group", self.group, "--topic", self.topic,
-                "--protocol", options.protocol, "--assignor", options.assignor,
-                "--bootstrap", self.bootstrap]
-        if options.exactly_once:
-            args.append("--exactly-once")
-        if self.kafka_config:
-            args += ["--kafka-config", str(Path(self.kafka_config).resolve())]
-        if self.spark_remote:
-            args += ["--spark-remote", self.spark_remote]
-        return [*args, *self.extra_args]
+        return replica_argv(name, self.group, self.topic, self.bootstrap,
+                            protocol=options.protocol, assignor=options.assignor,
+                            exactly_once=options.exactly_once, kafka_config=self.kafka_config,
+                            spark_remote=self.spark_remote, command=self.command,
+                            extra=self.extra_args)
 
 
 def validate_options(options: ReplicaOptions) -> None:
@@ -424,11 +424,7 @@ class ReplicaPool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
                                             if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        shim = dies_with_this_process(argv)
-
         def launch() -> Any:
-            import subprocess
-
             out: Any = subprocess.DEVNULL
             if log_file is not None:
                 out = open(log_file, "ab")  # noqa: SIM115 - closed right after the fork
@@ -436,9 +432,9 @@ class ReplicaPool:
                           f"{' '.join(argv)}\n".encode())
                 out.flush()
             try:
-                return subprocess.Popen(shim, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, env=env, close_fds=True,
-                                        start_new_session=True)
+                return spawn(argv, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, env=env, close_fds=True,
+                             start_new_session=True)
             finally:
                 if log_file is not None:
                     out.close()

@@ -1,6 +1,7 @@
 """Real-process test harness for replicas: topics, a contract producer, events, summaries.
 
-Replicas run as `python -m backend.cli replica ...` subprocesses so SIGKILL is a real crash.
+Replicas run as `python -m backend.cli replica ...` subprocesses so SIGKILL is a real crash;
+they are spawned through backend.proc, so they die with the test run however it ends.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,6 +21,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from backend.chaos import verify
 from backend.cluster.settings import KafkaSettings
+from backend.netutil import wait_until
+from backend.proc import STOP_WITHIN_S, reap, send, spawn
+from backend.supervisor.processes import replica_argv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,13 +150,11 @@ class ReplicaFleet:
     stopped: set[str] = field(default_factory=set)
 
     def start(self, name: str, *extra: str) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "backend.cli", "replica", "--id", name,
-               "--group", self.group, "--topic", self.topic,
-               "--bootstrap", self.settings.bootstrap, "--spark-remote", self.spark_remote,
-               "--batch-ms", "500", *extra]
-        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        cmd = replica_argv(name, self.group, self.topic, self.settings.bootstrap,
+                           spark_remote=self.spark_remote, extra=("--batch-ms", "500", *extra))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+        with open(self.log_dir / f"{name}.log", "wb") as log:
+            proc = spawn(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.procs[name] = proc
         return proc
 
@@ -166,15 +167,7 @@ class ReplicaFleet:
 
     def wait(self, check: Any, timeout: float, what: str, interval: float = 0.2) -> Any:
         """wait_until, but a replica dying unexpectedly fails at once with its log."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            value = check()
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-            time.sleep(interval)
+        return wait_until(check, timeout, interval, what=what, abort=self.check_alive)
 
     def kill(self, name: str) -> None:
         self.stopped.add(name)
@@ -190,16 +183,12 @@ class ReplicaFleet:
         return (self.log_dir / f"{name}.log").read_text(errors="replace")
 
     def close(self) -> None:
+        """SIGTERM to all at once, then SIGKILL to any still running after STOP_WITHIN_S."""
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
+            send(proc, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WITHIN_S
         for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            reap(proc, deadline - time.monotonic())
 
 
 class CuttableProxy:
