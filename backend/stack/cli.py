@@ -75,17 +75,12 @@ def _soak(args: argparse.Namespace) -> int:
 
 def _idle_until_signal(reason: str) -> int:
     """Honcho stops every process when one exits, so a skipped process waits instead."""
-    import signal
+    from backend.proc import StopSignals
 
     print(reason, file=sys.stderr, flush=True)
-    signal.sigwait({signal.SIGINT, signal.SIGTERM}) if hasattr(signal, "sigwait") else None
+    with StopSignals() as signals:
+        signals.wait()
     return 0
-
-
-def _block_signals() -> None:
-    import signal
-
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -93,7 +88,6 @@ def _broker(args: argparse.Namespace) -> int:
     from backend.stack.config import StackConfig
 
     if os.environ.get("GROUPSCOPE_BOOTSTRAP"):
-        _block_signals()
         return _idle_until_signal("external Kafka configured: no embedded broker started")
     cfg = StackConfig.from_env()
     broker = EmbeddedBroker(args.data_dir or data_dir() / "broker",
@@ -107,7 +101,6 @@ def _spark(args: argparse.Namespace) -> int:
 
     cfg = StackConfig.from_env()
     if cfg.external_spark:
-        _block_signals()
         return _idle_until_signal(f"SPARK_REMOTE={cfg.spark_remote}: no embedded Spark started")
     server = SparkConnectServer(data_dir() / "spark", port=args.port or cfg.spark_port)
     return server.run_foreground()

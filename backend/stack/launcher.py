@@ -1,13 +1,15 @@
 """`groupscope up`: the Procfile's processes, started in order, each awaited until ready.
 
 Each child runs in its own process group so Ctrl-C reaches only this launcher, which then
-stops the children in reverse order (SIGTERM, then SIGKILL for a group that hangs). That is
-how nothing of the stack is left behind: a replica's own children die with its group.
+stops the children (SIGTERM, then SIGKILL for a group that hangs) within STOP_BUDGET_S:
+first the backend and the dashboard, while the broker and Spark still answer, so replicas
+finish their batch and leave the group; then the broker and Spark. Every child is spawned
+through backend.proc's exec shim, so if this launcher is killed outright the children die
+with it, and theirs with them: nothing of the stack is left behind.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -20,13 +22,15 @@ from dataclasses import dataclass
 
 from backend.cluster.settings import resolve_settings
 from backend.engine.session import check_engine
+from backend.netutil import wait_until
 from backend.paths import data_dir
+from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals, reap, send, spawn
 from backend.stack.config import StackConfig
 from backend.stack.procfile import REPO_ROOT, ProcessType, read_procfile
 
 READY_TIMEOUT = {"broker": 90.0, "spark": 180.0, "backend": 120.0, "web": 60.0}
-# The backend stops its replicas gracefully (finish batch, commit, leave the group) first.
-STOP_GRACE = {"backend": 45.0}
+# Stopped last, because the others need them to stop cleanly (they get LAST_WAVE_S at least).
+SERVICES = ("broker", "spark")
 
 
 @dataclass
@@ -40,7 +44,8 @@ class StackLauncher:
         self.config = config or StackConfig.from_env()
         self.out = out or sys.stdout
         self.running: list[RunningProcess] = []
-        self._stop = threading.Event()
+        self._signals = StopSignals(on_stop=self._interrupt_start_up)
+        self._starting = True
 
     # ---- readiness probes: real requests, never sleeps -------------------------------
 
@@ -81,7 +86,7 @@ class StackLauncher:
     def start(self, kind: ProcessType) -> RunningProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env.get('PATH', '')}"
-        popen = subprocess.Popen(
+        popen = spawn(
             ["/bin/sh", "-c", f"exec {kind.command}"],
             cwd=REPO_ROOT,
             env=env,
@@ -102,78 +107,80 @@ class StackLauncher:
             self.say(f"{proc.kind.name:>8} | {line}")
 
     def wait_ready(self, proc: RunningProcess) -> None:
-        probe = self._probe(proc.kind.name)
-        timeout = READY_TIMEOUT.get(proc.kind.name, 60.0)
+        name = proc.kind.name
+        probe = self._probe(name) or (lambda: True)
+        timeout = READY_TIMEOUT.get(name, 60.0)
         start = time.monotonic()
-        while True:
-            if self._stop.is_set():
-                raise KeyboardInterrupt
+
+        def still_running() -> None:
             code = proc.popen.poll()
             if code is not None:
-                raise RuntimeError(f"{proc.kind.name} exited with code {code} while starting")
-            try:
-                if probe is None or probe():
-                    self.say(f"{proc.kind.name:>8} | ready in {time.monotonic() - start:.1f}s")
-                    return
-            except Exception:
-                pass
-            if time.monotonic() - start > timeout:
-                raise RuntimeError(f"{proc.kind.name} not ready within {timeout:.0f}s")
-            self._stop.wait(0.5)
+                raise RuntimeError(f"{name} exited with code {code} while starting")
 
-    def stop_all(self) -> None:
-        for proc in reversed(self.running):
-            grace = STOP_GRACE.get(proc.kind.name, 20.0)
-            if proc.popen.poll() is None:
-                self.say(f"{proc.kind.name:>8} | stopping")
-                _signal_group(proc.popen.pid, signal.SIGTERM)
+        try:
+            wait_until(probe, timeout, interval=0.5, what=name, abort=still_running)
+        except TimeoutError:
+            raise RuntimeError(f"{name} not ready within {timeout:.0f}s") from None
+        self.say(f"{name:>8} | ready in {time.monotonic() - start:.1f}s")
+
+    def _interrupt_start_up(self) -> None:
+        """Ctrl-C while a probe runs (Spark's warm-up takes seconds): stop waiting at once."""
+        if self._starting:
+            raise KeyboardInterrupt
+
+    def stop_all(self, budget: float = STOP_BUDGET_S) -> None:
+        """Two waves within `budget`: everything but the broker and Spark (reverse start
+        order), then those two; a process group still there at its wave's end is SIGKILLed."""
+        deadline = time.monotonic() + budget
+        users = [p for p in reversed(self.running) if p.kind.name not in SERVICES]
+        services = [p for p in reversed(self.running) if p.kind.name in SERVICES]
+        for wave, ends in ((users, deadline - LAST_WAVE_S), (services, deadline)):
+            for proc in wave:
+                if proc.popen.poll() is None:
+                    self.say(f"{proc.kind.name:>8} | stopping")
+                    send(proc.popen, signal.SIGTERM, group=True)
+            for proc in wave:
                 try:
-                    proc.popen.wait(grace)
+                    proc.popen.wait(max(0.0, ends - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    self.say(f"{proc.kind.name:>8} | did not stop in {grace:.0f}s; killing")
-            # whatever is left in the group (grandchildren included) goes now
-            _signal_group(proc.popen.pid, signal.SIGKILL)
-            proc.popen.wait()
+                    self.say(f"{proc.kind.name:>8} | still running; killing it")
+                # whatever is left in the group (grandchildren included) goes now
+                reap(proc.popen, 0.0, group=True)
         self.running.clear()
 
+    def _first_exited(self) -> RunningProcess | None:
+        return next((p for p in self.running if p.popen.poll() is not None), None)
+
     def run(self) -> int:
-        def on_signal(signum: int, frame: object) -> None:
-            self._stop.set()
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         started = time.monotonic()
-        try:
-            for kind in read_procfile():
-                reason = self.skipped(kind.name)
-                if reason:
-                    self.say(f"{kind.name:>8} | skipped: {reason}")
-                    continue
-                self.say(f"{kind.name:>8} | starting: {kind.command}")
-                self.wait_ready(self.start(kind))
-            self.say(f"\ngroupscope is up in {time.monotonic() - started:.0f}s: open "
-                     f"{self.config.dashboard_url}  (Ctrl-C stops everything)\n")
-            while not self._stop.wait(0.5):
-                for proc in self.running:
-                    if proc.popen.poll() is not None:
-                        self.say(f"{proc.kind.name} exited with code {proc.popen.returncode}; "
-                                 f"stopping the stack")
-                        return 1
-            return 0
-        except KeyboardInterrupt:
-            return 130
-        except RuntimeError as exc:
-            self.say(f"groupscope up: {exc}")
-            return 1
-        finally:
-            self.stop_all()
-            for s, h in old.items():
-                signal.signal(s, h)
-            self.say("groupscope stopped")
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+        with self._signals as signals:
+            try:
+                for kind in read_procfile():
+                    reason = self.skipped(kind.name)
+                    if reason:
+                        self.say(f"{kind.name:>8} | skipped: {reason}")
+                        continue
+                    self.say(f"{kind.name:>8} | starting: {kind.command}")
+                    self.wait_ready(self.start(kind))
+                self._starting = False
+                self.say(f"\ngroupscope is up in {time.monotonic() - started:.0f}s: open "
+                         f"{self.config.dashboard_url}  (Ctrl-C stops everything)\n")
+                if signals.wait(alive=lambda: self._first_exited() is None, interval=0.5):
+                    return 0
+                gone = self._first_exited()
+                assert gone is not None
+                self.say(f"{gone.kind.name} exited with code {gone.popen.returncode}; "
+                         f"stopping the stack")
+                return 1
+            except KeyboardInterrupt:
+                return 130
+            except RuntimeError as exc:
+                self.say(f"groupscope up: {exc}")
+                return 1
+            finally:
+                self._starting = False
+                self.stop_all()
+                self.say("groupscope stopped")
 
 
 def _http_text(url: str, timeout: float = 1.0) -> str | None:
