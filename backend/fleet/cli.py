@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import signal
 import sys
 import time
-from types import FrameType
+from typing import NoReturn
 
 from backend.cli import UserError, add_cluster_args
 from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
-from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS
+from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS, FLUSH_TIMEOUT_S
+from backend.proc import STOP_BUDGET_S, StopSignals
 
 
 def _positive_int(text: str) -> int:
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_produce)
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
+def _interrupt() -> NoReturn:
     raise KeyboardInterrupt
 
 
@@ -92,38 +92,40 @@ def _produce(args: argparse.Namespace) -> int:
 
     sim = FleetSimulator(settings, args.topic, streams=args.streams, rate=args.rate,
                          limit=args.count)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        sim.start()
-    except RecoveryError as exc:
-        raise UserError(str(exc)) from None
-    resumed = sim.stats().resumed_from
-    if any(resumed.values()):
-        print(f"resuming streams from seq {min(resumed.values())}..{max(resumed.values())}",
-              flush=True)
-    started = time.monotonic()
-    interrupted = unexpected = False
-    try:
-        while True:
-            if not sim.running:
-                unexpected = args.count is None or not sim.wait_finished(0)
-                break
-            if args.duration is not None and time.monotonic() - started >= args.duration:
-                break
-            finished = sim.wait_finished(timeout=1.0)
-            st = sim.stats()
-            print(f"  {time.monotonic() - started:6.1f} s  {st.delivered:9d} delivered  "
-                  f"{st.rate:8.1f} msg/s  queued {st.queued}", flush=True)
-            if st.last_error:
-                print(f"  warning: {st.last_error}", file=sys.stderr, flush=True)
-            if finished:
-                break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the flush
-        final = sim.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The first SIGINT/SIGTERM raises KeyboardInterrupt; later ones change nothing, so a
+    # second Ctrl-C does not cut the flush short (StopSignals' watchdog bounds it instead).
+    with StopSignals(on_stop=_interrupt):
+        try:
+            sim.start()
+        except RecoveryError as exc:
+            raise UserError(str(exc)) from None
+        resumed = sim.stats().resumed_from
+        if any(resumed.values()):
+            print(f"resuming streams from seq {min(resumed.values())}..{max(resumed.values())}",
+                  flush=True)
+        started = time.monotonic()
+        interrupted = unexpected = False
+        try:
+            while True:
+                if not sim.running:
+                    unexpected = args.count is None or not sim.wait_finished(0)
+                    break
+                if args.duration is not None and time.monotonic() - started >= args.duration:
+                    break
+                finished = sim.wait_finished(timeout=1.0)
+                st = sim.stats()
+                print(f"  {time.monotonic() - started:6.1f} s  {st.delivered:9d} delivered  "
+                      f"{st.rate:8.1f} msg/s  queued {st.queued}", flush=True)
+                if st.last_error:
+                    print(f"  warning: {st.last_error}", file=sys.stderr, flush=True)
+                if finished:
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            # stopped by a signal: the flush gets what is left of the stop budget (with the
+            # broker gone it would otherwise wait its full time-out)
+            final = sim.stop(STOP_BUDGET_S - 1.0 if interrupted else FLUSH_TIMEOUT_S)
     seqs = final.next_seq.values()
     print(f"{'interrupted' if interrupted else 'done'}: {final.delivered} messages delivered to "
           f"{final.topic} for {final.streams} streams (next seq {min(seqs)}..{max(seqs)}), "

@@ -125,6 +125,7 @@ class FleetSimulator:
         self._last_ts = 0  # timestamps never decrease, even across restarts (see recovery)
         self._samples: deque[tuple[float, int]] = deque()
         self._stop = threading.Event()
+        self._flush_timeout = FLUSH_TIMEOUT_S
         self._finished = threading.Event()
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
@@ -162,14 +163,18 @@ class FleetSimulator:
             self._producer = producer
             self._last_ts = recovery.newest_ts
             self._stop.clear()
+            self._flush_timeout = FLUSH_TIMEOUT_S
             self._finished.clear()
             self._thread = threading.Thread(target=self._run, name="fleet-simulator",
                                             daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = FLUSH_TIMEOUT_S) -> FleetStats:
-        """Stop producing, wait for every queued message to be acknowledged, return the stats."""
+        """Stop producing, wait up to `timeout` s for every queued message to be acknowledged
+        (the rest are dropped, see `_run`), return the stats. A process stopping on SIGTERM
+        passes what is left of its budget: with the broker gone nothing would be acked."""
         with self._control:
+            self._flush_timeout = timeout
             self._stop.set()
             thread = self._thread
             if thread is not None:
@@ -274,14 +279,15 @@ class FleetSimulator:
                     # which costs a fraction of the CPU of one wake-up per message
                     producer.poll(min(max(wait, TICK_S), 0.05))
         finally:
-            remaining = producer.flush(FLUSH_TIMEOUT_S)
+            flush_timeout = self._flush_timeout
+            remaining = producer.flush(flush_timeout)
             if remaining:
                 # unconfirmed messages are dropped; the next start re-reads the topic, so a
                 # seq is only ever produced again if it never reached the log
                 producer.purge()
-                producer.flush(1.0)
+                producer.flush(0.5)  # only serves the purged messages' reports
                 self._note_error(f"{remaining} queued messages could not be delivered "
-                                 f"within {FLUSH_TIMEOUT_S:.0f}s and were dropped")
+                                 f"within {flush_timeout:.0f}s and were dropped")
             self._sample()
             self._producer = None
             if self.limit is not None and self._sent >= self.limit:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -36,6 +35,7 @@ from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import ensure_topics
 from backend.contracts import INPUT_TOPIC, EventType, dead_letter_topic, summaries_topic
 from backend.contracts.summary import Summary
+from backend.proc import StopSignals
 from backend.replica.batch import MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
 from backend.replica.deadletter import DeadLetter
@@ -127,9 +127,13 @@ class Replica:
         self.stopping = True
 
     def run(self) -> int:
+        """Until SIGTERM / SIGINT: then finish the batch, commit and leave the group, within
+        STOP_WITHIN_S whatever the broker and Spark do (StopSignals' watchdog)."""
+        with StopSignals(on_stop=self.request_stop):
+            return self._run()
+
+    def _run(self) -> int:
         cfg = self.cfg
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
         ensure_topics(self.settings, group=cfg.group, topic=cfg.topic)
         self.telemetry.emit(EventType.STARTED, protocol=cfg.choice.protocol,
                             assignor=cfg.choice.assignor, exactly_once=cfg.exactly_once,

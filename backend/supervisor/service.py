@@ -2,8 +2,10 @@
 
 Ensures the topics, runs the fleet simulator in-process, owns the replica processes and
 serves the control API. SIGTERM or Ctrl-C stops the API, then every replica (gracefully,
-SIGKILL after the grace period), then the simulator; replicas also die with it if it is
-SIGKILLed (PR_SET_PDEATHSIG, see processes.py).
+SIGKILL after a grace period), then the simulator, all within SHUTDOWN_BUDGET_S whatever
+the broker and Spark are doing (a replica's commit or the simulator's flush to a broker
+that is gone would otherwise wait for their own, much longer, time-outs); replicas also die
+with it if it is SIGKILLed (backend/proc.py).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from backend.cluster.clients import GuardedAdmin, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
+from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
 from backend.supervisor.api import ControlServer, DependencyError
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
 from backend.supervisor.models import (
@@ -42,6 +45,10 @@ from backend.supervisor.processes import (
 )
 
 log = logging.getLogger("groupscope.supervisor")
+
+# SIGTERM to exit: within `groupscope up`'s budget, before it stops the broker and Spark
+SHUTDOWN_BUDGET_S = STOP_BUDGET_S - LAST_WAVE_S
+FLEET_FLUSH_MIN_S = 1.0
 
 DESCRIBE_TIMEOUT_S = 3.0
 
@@ -123,17 +130,22 @@ class SupervisorService:
             raise
         return self
 
-    def close(self) -> None:
-        """Stop API, replicas, simulator. Idempotent; safe after a partial start."""
+    def close(self, budget: float = SHUTDOWN_BUDGET_S) -> None:
+        """Stop API, replicas, simulator within `budget` s. Idempotent; safe after a partial
+        start. Replicas get what is left after the API, less a second for the simulator's
+        flush; one that is still finishing its batch then is SIGKILLed (a crash the group
+        survives: nothing uncommitted is lost)."""
+        deadline = time.monotonic() + budget
         remove_control_files(Path(self.config.data_dir))
         if self.server is not None:
             self.server.stop()
             self.server = None
         if self.pool is not None:
-            self.pool.shutdown()
+            left = deadline - time.monotonic() - FLEET_FLUSH_MIN_S
+            self.pool.shutdown(grace=max(0.5, min(self.config.stop_grace, left)))
         if self.fleet is not None:
             try:
-                self.fleet.stop()
+                self.fleet.stop(max(FLEET_FLUSH_MIN_S, deadline - time.monotonic()))
             except Exception as exc:
                 log.warning("fleet simulator did not stop cleanly: %s", exc)
             self.fleet = None
@@ -148,24 +160,15 @@ class SupervisorService:
 
     def run_foreground(self) -> int:
         """Until SIGTERM / SIGINT / SIGHUP; then stop everything. Main thread only."""
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: object) -> None:
-            stop.set()
-
-        old = {s: signal.signal(s, on_signal)
-               for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-        try:
-            self.start()
-            log.info("supervisor ready at %s (pid %d, group %s, topic %s)", self.url,
-                     os.getpid(), self.config.group, self.config.topic)
-            while not stop.wait(0.5):
-                pass
-            log.info("stopping: replicas first, then the simulator")
-        finally:
-            self.close()
-            for s, h in old.items():
-                signal.signal(s, h)
+        with StopSignals() as signals:
+            try:
+                self.start()
+                log.info("supervisor ready at %s (pid %d, group %s, topic %s)", self.url,
+                         os.getpid(), self.config.group, self.config.topic)
+                signals.wait()
+                log.info("stopping: replicas first, then the simulator")
+            finally:
+                self.close()
         return 0
 
     # ---- reads -----------------------------------------------------------------------------
