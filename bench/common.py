@@ -30,18 +30,18 @@ from backend.cluster.settings import KafkaSettings  # noqa: E402
 
 def machine() -> dict[str, Any]:
     """What the numbers came from: cores, memory, CPU model, Python."""
+    import psutil
+
     model = "?"
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text().splitlines():  # psutil has no model
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-        mem_kb = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
-                      if ln.startswith("MemTotal"))
-    except (OSError, StopIteration):
-        mem_kb = 0
-    return {"nproc": os.cpu_count(), "mem_gib": round(mem_kb / 2**20, 1), "cpu": model,
-            "python": platform.python_version()}
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "mem_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "cpu": model, "python": platform.python_version()}
 
 
 class LoadSampler:
@@ -172,31 +172,33 @@ def replica_cmd(name: str, group: str, topic: str, bootstrap: str, spark_remote:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MiB."""
+    """Resident memory of a process and all its descendants, in MiB (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
     total = 0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
+    for proc in tree:
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-            for child in Path(f"/proc/{p}/task").iterdir():
-                kids = (child / "children").read_text().split()
-                todo += [int(k) for k in kids]
-        except (OSError, ValueError):
+            total += proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    return round(total / 1024, 1)
+    return round(total / 2**20, 1)
 
 
 def wait_for(check, timeout: float, interval: float = 0.2) -> float | None:
     """Seconds until `check()` is truthy, or None on timeout (benchmarks record, not raise)."""
+    from backend.netutil import wait_until
+
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if check():
-            return time.monotonic() - t0
-        time.sleep(interval)
-    return None
+    try:
+        wait_until(check, timeout, interval)
+    except TimeoutError:
+        return None
+    return time.monotonic() - t0
 
 
 def add_stack_args(ap: Any) -> None:

@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
@@ -51,31 +53,24 @@ from common import (
 
 KEEP_UP_SHARE = 0.95  # committed rate at least this share of the produced rate
 LAG_SLOPE_SHARE = 0.05  # lag may grow by at most this share of the rate (msg/s) per second
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of one process so far (for CPU share over a window)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
+        times = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+    return times.user + times.system
 
 
 def own_rss_mb() -> float:
     """This process alone (observer + simulator), not the broker and Spark it started."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round(psutil.Process().memory_info().rss / 2**20, 1)
 
 
 def mem_available_mb() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round(psutil.virtual_memory().available / 2**20, 1)
 
 
 def slope(xs: list[float], ys: list[float]) -> float:

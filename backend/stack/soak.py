@@ -2,8 +2,9 @@
 
 It starts `groupscope up` as a subprocess on its own data directory and free ports, kills a
 replica every K seconds through the control API (and starts a replacement, so three keep
-running), and samples every process of the stack (the `/proc` descendants of `up`): RSS, open
-file descriptors, threads, and zombies. At the end it stops `up` with SIGINT, as Ctrl-C would.
+running), and samples every process of the stack (the descendants of `up`, read with psutil):
+RSS, open file descriptors, threads, and zombies. At the end it stops `up` with SIGINT, as
+Ctrl-C would.
 
 Checks (any failing one makes the exit code 1):
 
@@ -43,65 +44,60 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
+from backend.netutil import wait_until
+from backend.proc import reap, spawn
+
 ROLES = ("broker", "spark", "backend", "web")
 RSS_RATIO = 1.2
 WARMUP_FRACTION = 0.25
 FD_SLACK, THREAD_SLACK = 16, 8
 MARKER_ENV = "GROUPSCOPE_SOAK_MARKER"
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
 class ProcSample:
     pid: int
     ppid: int
-    start: int  # clock ticks since boot: (pid, start) names a process across pid reuse
-    state: str
+    start: float  # creation time: (pid, start) names a process across pid reuse
+    state: str  # psutil's status: "running", "sleeping", "zombie", ...
     rss: int  # bytes
     fds: int
     threads: int
     cmdline: str
 
+    @property
+    def zombie(self) -> bool:
+        return self.state == psutil.STATUS_ZOMBIE
+
+
+def _sample(proc: psutil.Process) -> ProcSample | None:
+    """One process, or None when it vanished meanwhile (or is not ours to read)."""
+    try:
+        with proc.oneshot():
+            state = proc.status()
+            try:
+                cmd = " ".join(proc.cmdline())
+            except psutil.ZombieProcess:
+                cmd = ""
+            return ProcSample(proc.pid, proc.ppid(), proc.create_time(), state,
+                              proc.memory_info().rss, proc.num_fds(), proc.num_threads(),
+                              cmd or f"[{proc.name()}]")
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
 
 def read_proc(pid: int) -> ProcSample | None:
-    """One process from /proc, or None when it vanished meanwhile."""
+    """One process by pid, or None when there is no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # comm may contain spaces and parentheses: split after the last ')'
-        rest = stat[stat.rindex(")") + 2:].split()
-        state, ppid, threads, start, rss_pages = rest[0], int(rest[1]), int(rest[17]), \
-            int(rest[19]), int(rest[21])
-        try:
-            fds = len(os.listdir(f"/proc/{pid}/fd"))
-        except OSError:
-            fds = 0
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace").strip() or f"[{stat[stat.index('(') + 1:stat.rindex(')')]}]"
-    except (OSError, ValueError, IndexError):
+        return _sample(psutil.Process(pid))
+    except psutil.NoSuchProcess:
         return None
-    return ProcSample(pid, ppid, start, state, rss_pages * PAGE, fds, threads, cmd)
 
 
 def all_processes() -> dict[int, ProcSample]:
-    out = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            sample = read_proc(int(entry))
-            if sample is not None:
-                out[sample.pid] = sample
-    return out
-
-
-def descendants(root: int, procs: dict[int, ProcSample]) -> list[ProcSample]:
-    children: dict[int, list[int]] = {}
-    for p in procs.values():
-        children.setdefault(p.ppid, []).append(p.pid)
-    out, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        out.append(procs[pid])
-        todo.extend(children.get(pid, []))
-    return out
+    return {s.pid: s for s in map(_sample, psutil.process_iter()) if s is not None}
 
 
 def replica_name(cmd: str) -> str | None:
@@ -282,7 +278,7 @@ class Soak:
         for (pid, start), role in roles.items():
             p = procs[pid]
             self.seen.setdefault((pid, start), p.cmdline)
-            if p.state == "Z":
+            if p.zombie:
                 zombies.append((pid, start, role))
                 current.add((pid, start))
                 continue
@@ -326,20 +322,18 @@ class Soak:
         out = []
         for (pid, start), cmd in self.seen.items():
             p = read_proc(pid)
-            if p is not None and p.start == start and p.state != "Z":
+            if p is not None and p.start == start and not p.zombie:
                 out.append(f"pid {pid}: {cmd[:100]}")
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        for proc in psutil.process_iter():
             try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes()
-            except OSError:
+                if proc.environ().get(MARKER_ENV) != self.marker:
+                    continue
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if f"{MARKER_ENV}={self.marker}".encode() in environ:
-                p = read_proc(int(pid))
-                label = f"pid {pid}: {p.cmdline[:100] if p else '?'}"
-                if label not in out and (p is None or p.state != "Z"):
-                    out.append(label)
+            p = _sample(proc)
+            label = f"pid {proc.pid}: {p.cmdline[:100] if p else '?'}"
+            if label not in out and (p is None or not p.zombie):
+                out.append(label)
         return out
 
     def run(self) -> SoakResult:
@@ -348,10 +342,10 @@ class Soak:
         tmp = tempfile.mkdtemp(prefix="groupscope-soak-", dir=self.keep_dir)
         root = Path(tmp)
         env = self._env(root)
-        up = subprocess.Popen([sys.executable, "-m", "backend.cli", "up"], env=env,
-                              cwd=Path(__file__).resolve().parents[2],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+        up = spawn([sys.executable, "-m", "backend.cli", "up"], env=env,
+                   cwd=Path(__file__).resolve().parents[2],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                   stdin=subprocess.DEVNULL, start_new_session=True)
         ready = threading.Event()
 
         def relay() -> None:
@@ -369,11 +363,17 @@ class Soak:
         problems: list[str] = []
         up_exit: int | None = None
         try:
-            deadline = time.monotonic() + 420
-            while not ready.wait(0.5):
-                if up.poll() is not None or time.monotonic() > deadline:
-                    tail = "\n".join(self.lines[-20:])
-                    raise RuntimeError(f"`groupscope up` did not come up:\n{tail}")
+            def up_running() -> None:
+                if up.poll() is not None:
+                    raise RuntimeError(f"`groupscope up` exited with {up.returncode} while "
+                                       f"starting:\n" + "\n".join(self.lines[-20:]))
+
+            try:
+                wait_until(ready.is_set, 420, interval=0.5, what="`groupscope up`",
+                           abort=up_running)
+            except TimeoutError:
+                raise RuntimeError("`groupscope up` did not come up:\n"
+                                   + "\n".join(self.lines[-20:])) from None
             self.say(f"  soak | stack up; sampling every {self.interval:.0f}s for "
                      f"{self.duration:.0f}s, a kill every {self.kill_every:.0f}s "
                      f"(data in {root})")
@@ -425,19 +425,17 @@ class Soak:
                 return up.wait(150)
             except subprocess.TimeoutExpired:
                 self.say("  soak | `up` did not stop in 150s; killing its group")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(up.pid, signal.SIGKILL)
-                up.wait(10)
+                reap(up, 0.0, group=True)
                 return None
         return up.returncode
 
     def _kill_orphans(self) -> None:
         """A failed run must not leave the stack behind on the machine."""
         for (pid, start) in self.seen:
-            p = read_proc(pid)
-            if p is not None and p.start == start:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                proc = psutil.Process(pid)
+                if proc.create_time() == start:
+                    proc.kill()
 
 
 def format_table(result: SoakResult) -> str:
