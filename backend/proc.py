@@ -78,14 +78,33 @@ def spawn(argv: Sequence[str], **popen_args: Any) -> subprocess.Popen[Any]:
     """`subprocess.Popen(argv, **popen_args)` whose child dies with this process.
 
     A command that is not on PATH fails here, as with Popen, not later in the child.
-    Call from the main thread or a long-lived one (see the module docstring).
+    Call from the main thread or a long-lived one (see the module docstring). Audit hooks
+    get a `backend.proc.spawn` event with the real command: Popen's own event only shows
+    the shim's interpreter.
     """
+    sys.audit("backend.proc.spawn", [str(a) for a in argv])
     program = str(argv[0])
     if os.sep not in program:
         env = popen_args.get("env") or os.environ
         if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
             raise FileNotFoundError(errno.ENOENT, f"{program} not found on PATH", program)
     return subprocess.Popen(dies_with_parent(argv), **popen_args)
+
+
+def run(argv: Sequence[str], timeout: float | None = None, capture_output: bool = False,
+        **popen_args: Any) -> subprocess.CompletedProcess[Any]:
+    """`subprocess.run` (no `check`) whose child dies with this process: spawned, waited for,
+    SIGKILLed at `timeout` (then subprocess.TimeoutExpired, as subprocess.run does)."""
+    if capture_output:
+        popen_args.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with spawn(argv, **popen_args) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def send(proc: subprocess.Popen[Any], sig: int, group: bool = False) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from backend.cluster.jars import KAFKA_VERSION, kafka_classpath
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import ensure_port_free, free_port
-from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, spawn
+from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, run
 
 # Broker settings that make rebalances visible in a workshop instead of after 45 s.
 DEMO_GROUP_SETTINGS: dict[str, str] = {
@@ -213,14 +213,14 @@ class EmbeddedBroker:
         scram: list[str] = []
         for user, pw in (self.sasl_users or {}).items():
             scram += ["--add-scram", f"SCRAM-SHA-256=[name={user},password={pw}]"]
-        tool = spawn(
+        result = run(
             self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c",
                        str(config), "--standalone", *scram),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             text=True,
         )
-        output, _ = tool.communicate()
-        if tool.returncode != 0:
+        if result.returncode != 0:
+            output = result.stdout
             for pw in (self.sasl_users or {}).values():
                 output = output.replace(pw, "***")
             raise BrokerStartError(f"formatting {self.data_dir} failed:\n{output}")
