@@ -13,12 +13,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from backend.netutil import free_port, wait_until
+from backend.proc import spawn, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
+
+
+def _still_running(proc: subprocess.Popen, what: str, log_path: Path) -> None:
+    if proc.poll() is not None:
+        raise AssertionError(f"{what} exited with {proc.returncode}; see {log_path}")
 
 
 def _healthy(url: str) -> bool:
@@ -35,22 +41,16 @@ def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
     port = free_port()
     full_env = {**os.environ, **env, "GROUPSCOPE_WEB_PORT": str(port)}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "web", "--port", str(port)],
-                                cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until(lambda: proc.poll() is not None or _healthy(url), 60,
-                       what="the dashboard health endpoint")
-            assert proc.poll() is None, f"web exited with {proc.returncode}; see {log_path}"
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        proc = spawn([sys.executable, "-m", "backend.cli", "web", "--port", str(port)],
+                     cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                     start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _healthy(url), 60, what="the dashboard health endpoint",
+                   abort=lambda: _still_running(proc, "web", log_path))
+        yield url
+    finally:
+        terminate(proc, 15, group=True)
 
 
 @contextmanager
@@ -79,27 +79,19 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000)):
 def supervisor(env: dict[str, str], args: list[str], log_path: Path,
                data_dir: Path) -> Iterator[subprocess.Popen]:
     """Run `groupscope backend` (replicas + fleet + control API); SIGTERM it, then SIGKILL."""
-    import signal
-
     full_env = {**os.environ, **env, "GROUPSCOPE_DATA": str(data_dir)}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+        proc = spawn(
             [sys.executable, "-m", "backend.cli", "backend", "--data-dir", str(data_dir), *args],
             cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
-        try:
-            wait_until(lambda: proc.poll() is not None or (data_dir / "control.json").exists(),
-                       120, what="the supervisor's control.json")
-            assert proc.poll() is None, f"backend exited with {proc.returncode}; see {log_path}"
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
+    try:
+        wait_until((data_dir / "control.json").exists, 120,
+                   what="the supervisor's control.json",
+                   abort=lambda: _still_running(proc, "backend", log_path))
+        yield proc
+    finally:
+        terminate(proc, 60, group=True)
 
 
 LANES_JS = """

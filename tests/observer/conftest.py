@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.cluster.settings import KafkaSettings
+from backend.proc import spawn
 
 MEMBER = Path(__file__).with_name("member.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -72,8 +73,8 @@ class Members:
     def start(self, client_id: str) -> subprocess.Popen:
         cmd = [sys.executable, str(MEMBER), self.settings.bootstrap, self.group, self.topic,
                client_id, self.protocol, self.assignor or "-", json.dumps(self.extra)]
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = spawn(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
         self.procs[client_id] = proc
         return proc
 

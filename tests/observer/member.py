@@ -6,23 +6,13 @@ Run as a subprocess so a test can SIGKILL it like a crashed replica:
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
-import signal
 import sys
 
 from confluent_kafka import Consumer
 
 
-def die_with_parent() -> None:
-    """If the test process itself dies (even by a crash), take this member down too."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def main() -> int:
-    die_with_parent()
     bootstrap, group, topic, client_id, protocol = sys.argv[1:6]
     assignor = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] != "-" else None
     extra = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {}

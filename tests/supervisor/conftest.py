@@ -1,7 +1,8 @@
 """Run `groupscope backend` as a real child process and talk to it the way the dashboard does.
 
 Whatever a test does, teardown stops the backend and then SIGKILLs any replica process that
-is still alive (found by pid, and by its `--group` in /proc), so a failing test leaves nothing.
+is still alive (found by pid, and by its `--group` argument), so a failing test leaves
+nothing; and the backend dies with the test run however it ends (backend.proc's spawn).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 
 from backend.cluster.clients import quiet_admin
 from backend.cluster.groups import describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import wait_until
+from backend.proc import spawn, terminate
 from backend.supervisor.auth import read_control_files
 from backend.supervisor.client import ControlClient
 
@@ -32,26 +35,21 @@ SESSION_TIMEOUT_S = 6.0  # what replicas (and the stand-in) ask the broker for
 def pid_alive(pid: int) -> bool:
     """True for a running process; a zombie (exited, not yet reaped) counts as gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return state not in ("Z", "X")
 
 
 def pids_with_arg(*needles: str) -> list[int]:
     """Processes whose command line contains every needle (as separate arguments)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for proc in psutil.process_iter():
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
+            args = proc.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        if all(n.encode() in args for n in needles) and pid_alive(int(entry)):
-            found.append(int(entry))
+        if all(n in args for n in needles) and pid_alive(proc.pid):
+            found.append(proc.pid)
     return found
 
 
@@ -95,22 +93,24 @@ def _admin(kafka: KafkaSettings):
 
 def start_backend(kafka: KafkaSettings, data_dir: Path, group: str, topic: str,
                   *args: str, replica_command: list[str] | None = None,
-                  timeout: float = 90.0) -> Backend:
+                  timeout: float = 90.0, env: dict[str, str] | None = None) -> Backend:
     cmd = [sys.executable, "-m", "backend.cli", "backend", "--bootstrap", kafka.bootstrap,
            "--group", group, "--topic", topic, "--data-dir", str(data_dir), *args]
     if replica_command:
         cmd += ["--replica-command", subprocess.list2cmdline(replica_command)]
     data_dir.mkdir(parents=True, exist_ok=True)
     log = data_dir / "backend.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        proc = spawn(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     backend = Backend(proc, data_dir, group, topic, kafka, log)
 
-    def ready() -> bool:
+    def running() -> None:
         if proc.poll() is not None:
             raise AssertionError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
+
+    def ready() -> bool:
         ep = read_control_files(data_dir)
         if ep.pid != proc.pid:
             return False
@@ -121,7 +121,8 @@ def start_backend(kafka: KafkaSettings, data_dir: Path, group: str, topic: str,
         return False
 
     try:
-        wait_until(ready, timeout, interval=0.2, what="the backend's control API")
+        wait_until(ready, timeout, interval=0.2, what="the backend's control API",
+                   abort=running)
     except BaseException:
         stop_backend(backend)
         raise
@@ -130,15 +131,7 @@ def start_backend(kafka: KafkaSettings, data_dir: Path, group: str, topic: str,
 
 def stop_backend(backend: Backend) -> None:
     """SIGTERM, SIGKILL if it hangs; then SIGKILL any replica that survived (test failed)."""
-    proc = backend.proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    terminate(backend.proc, 60, group=True)
     leftovers = {p for p in backend.seen_pids if pid_alive(p)}
     leftovers |= set(pids_with_arg("--group", backend.group))
     for pid in leftovers:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import signal
-import subprocess
 import sys
 
 from confluent_kafka import Consumer
+
+from backend.proc import spawn
 
 
 def main() -> int:
@@ -36,8 +37,9 @@ def main() -> int:
     child = None
     if args.child_pid_dir:
         # the group in its arguments lets test teardown find it whatever happened
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)",
-                                  "--group", args.group])
+        # dies with the stand-in however it ends, as everything the tests start does
+        child = spawn([sys.executable, "-c", "import time; time.sleep(3600)",
+                       "--group", args.group])
         with open(f"{args.child_pid_dir}/{args.id}.pid", "w") as f:
             f.write(str(child.pid))
 
