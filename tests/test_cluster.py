@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 import time
 
@@ -15,6 +14,7 @@ from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.properties import KafkaConfigError, parse_properties, redact
 from backend.cluster.settings import ClusterUnreachable, resolve_settings
 from backend.netutil import PortBusyError, free_port
+from backend.proc import run
 
 
 def test_broker_restart_on_same_data_dir_keeps_topics_and_messages(tmp_path, broker_factory):
@@ -61,7 +61,7 @@ def test_busy_port_error_names_the_port(tmp_path):
         with pytest.raises(PortBusyError, match=str(port)):
             EmbeddedBroker(tmp_path / "busy", port=port).start()
         # the CLI says the same in one line, exit code 2, no traceback
-        result = subprocess.run(
+        result = run(
             [sys.executable, "-m", "backend.cli", "broker", "--port", str(port),
              "--data-dir", str(tmp_path / "busy-cli")],
             capture_output=True, text=True, timeout=120,
@@ -76,7 +76,7 @@ def test_malformed_kafka_config_names_the_bad_line(tmp_path):
     cfg.write_text("security.protocol=SASL_SSL\n# comment\nsasl.mechanism PLAIN oops\n")
     with pytest.raises(KafkaConfigError, match=r"client\.properties:3"):
         resolve_settings(bootstrap="127.0.0.1:1", kafka_config=str(cfg))
-    result = subprocess.run(
+    result = run(
         [sys.executable, "-m", "backend.cli", "up", "--bootstrap", "127.0.0.1:1",
          "--kafka-config", str(cfg)],
         capture_output=True, text=True, timeout=60,

@@ -38,6 +38,7 @@ from backend.fleet.telemetry import (
     rpm_for,
 )
 from backend.netutil import free_port, wait_until
+from backend.proc import spawn
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -412,8 +413,8 @@ def test_a_broker_crash_mid_run_neither_loses_nor_duplicates(tmp_path: Path,
 
 def groupscope(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "backend.cli", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return spawn([sys.executable, "-m", "backend.cli", *args], cwd=REPO, env=env,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture

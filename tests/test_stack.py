@@ -11,8 +11,11 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import psutil
+
 from backend.cli import build_parser
 from backend.netutil import free_port, wait_until
+from backend.proc import run, spawn
 
 EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replica", "backend",
                      "ctl", "snapshot", "groups"}
@@ -20,18 +23,15 @@ EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replic
 
 def _processes_with_marker(marker: str) -> list[int]:
     """Every live process whose environment carries `marker` (children inherit it)."""
+    key, _, value = marker.partition("=")
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for proc in psutil.process_iter():
         try:
-            env = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().split(") ", 1)[1][0]
-        except OSError:
+            if (proc.environ().get(key) == value and proc.status() != psutil.STATUS_ZOMBIE
+                    and proc.pid != os.getpid()):
+                found.append(proc.pid)
+        except psutil.Error:
             continue
-        if marker.encode() in env and state != "Z":
-            found.append(int(entry.name))
-    found = [p for p in found if p != os.getpid()]
     return found
 
 
@@ -39,12 +39,12 @@ def test_help_lists_every_subcommand_and_each_has_help():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert EXPECTED_COMMANDS <= set(sub.choices)
-    out = subprocess.run([sys.executable, "-m", "backend.cli", "--help"],
-                         capture_output=True, text=True, timeout=60).stdout
+    out = run([sys.executable, "-m", "backend.cli", "--help"],
+              capture_output=True, text=True, timeout=60).stdout
     for name in EXPECTED_COMMANDS:
         assert name in out
-        result = subprocess.run([sys.executable, "-m", "backend.cli", name, "--help"],
-                                capture_output=True, text=True, timeout=60)
+        result = run([sys.executable, "-m", "backend.cli", name, "--help"],
+                     capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert f"groupscope {name}" in result.stdout
 
@@ -62,7 +62,7 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
     )
     for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "SPARK_REMOTE"):
         env.pop(key, None)
-    up = subprocess.Popen(
+    up = spawn(
         [sys.executable, "-m", "backend.cli", "up"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         text=True, start_new_session=True,
@@ -97,8 +97,8 @@ def test_procfile_lists_the_design_process_types_and_honcho_accepts_it():
 
     assert [p.name for p in read_procfile()] == ["broker", "spark", "backend", "web"]
     honcho = Path(sys.executable).parent / "honcho"
-    result = subprocess.run([str(honcho), "check"], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = run([str(honcho), "check"], cwd=REPO_ROOT, capture_output=True,
+                 text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "broker, spark, backend, web" in result.stderr + result.stdout
 
@@ -106,7 +106,7 @@ def test_procfile_lists_the_design_process_types_and_honcho_accepts_it():
 def test_watch_checks_the_properties_file_before_serving(tmp_path):
     cfg = tmp_path / "client.properties"
     cfg.write_text("security.protocol=SASL_SSL\nsasl.password s3cret-value\n")
-    result = subprocess.run(
+    result = run(
         [sys.executable, "-m", "backend.cli", "watch", "--bootstrap", "127.0.0.1:1",
          "--kafka-config", str(cfg), "--port", str(free_port())],
         capture_output=True, text=True, timeout=60,

@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from backend.proc import spawn
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(600)
 def test_footprint_tiny(tmp_path, stack):
     out = tmp_path / "f.json"
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, str(REPO / "bench" / "footprint.py"), "--repeats", "1",
          "--steady", "4", "--interval", "2", "--timeout", "300", "--no-browser",
          "--json", str(out)],

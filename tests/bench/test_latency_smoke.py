@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.stack.soak import all_processes
+from backend.proc import spawn
+from backend.stack.soak import all_processes, read_proc
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(480)
 def test_latency_tiny(kafka, spark_remote, tmp_path):
     out = tmp_path / "lat.json"
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, str(REPO / "bench" / "latency.py"), "--rates", "200",
          "--duration", "6", "--warmup", "2", "--catch-up", "30", "--streams", "6",
          "--join-timeout", "150",
@@ -48,7 +49,7 @@ def test_latency_tiny(kafka, spark_remote, tmp_path):
     assert r["summarised_ms"]["p50"] > 0  # the split was measured too
     assert any(line.split()[:1] == ["200"] for line in stdout.splitlines())  # table row
     for pid in data["replica_pids"]:
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(
-            f"/proc/{pid}/status").read_text().lower(), f"replica {pid} survived"
+        p = read_proc(pid)
+        assert p is None or p.zombie, f"replica {pid} survived"
     left = [p.cmdline for p in all_processes().values() if data["group"] in p.cmdline]
     assert not left, f"bench processes survived: {left}"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from backend.proc import run as run_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(480)  # includes starting the session's broker and Spark
 def test_rebalance_one_kill(kafka, spark_remote, tmp_path):
     out = tmp_path / "r.json"
-    proc = subprocess.run(
+    proc = run_process(
         [sys.executable, str(REPO / "bench" / "rebalance.py"), "--reps", "1",
          "--assignors", "range", "--events", "kill", "--streams", "12",
          "--bootstrap", kafka.bootstrap, "--spark-remote", spark_remote, "--json", str(out)],

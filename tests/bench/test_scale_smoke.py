@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from backend.proc import run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(300)  # includes the session broker + Spark start on a loaded machine
 def test_scale_tiny(kafka, spark_remote, tmp_path):
     out = tmp_path / "scale.json"
-    proc = subprocess.run(
+    proc = run(
         [sys.executable, str(REPO / "bench" / "scale.py"), "--streams", "50", "--partitions", "8",
          "--replicas", "2", "--rate", "200", "--duration", "15", "--settle", "2",
          "--no-step-down", "--join-timeout", "80", "--catch-up-timeout", "5",

@@ -7,11 +7,12 @@ end) and reported a positive rate. Not a performance test: no number is compared
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from backend.proc import run as run_process
 
 REPO = Path(__file__).resolve().parents[2]
 QUIX = Path.home() / ".cache" / "groupscope" / "bench-quix-venv" / "bin" / "python"
@@ -21,7 +22,7 @@ QUIX = Path.home() / ".cache" / "groupscope" / "bench-quix-venv" / "bin" / "pyth
 def test_throughput_tiny(kafka, spark_remote, tmp_path):
     variants = "groupscope,raw,rawsum" + (",quix" if QUIX.exists() else "")
     out = tmp_path / "t.json"
-    proc = subprocess.run(
+    proc = run_process(
         [sys.executable, str(REPO / "bench" / "throughput.py"), "--messages", "3000",
          "--repeats", "1", "--replicas", "1", "--modes", "alo", "--variants", variants,
          "--bootstrap", kafka.bootstrap, "--spark-remote", spark_remote, "--json", str(out)],

@@ -11,6 +11,7 @@ from backend.chaos.report import render, to_dict
 from backend.chaos.run import ChaosConfig, ChaosReport, ChaosRun
 from backend.chaos.verify import judge
 from backend.contracts.control import ReplicaOptions
+from backend.proc import run as run_process
 from tests.replica.harness import REPO
 
 
@@ -67,9 +68,9 @@ def test_a_report_with_a_lost_message_fails(tmp_path) -> None:
 
 def test_cli_refuses_bad_bounds_and_a_missing_engine_in_one_line(kafka) -> None:
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "backend.cli", "chaos", *args,
-                               "--bootstrap", kafka.bootstrap], cwd=REPO, capture_output=True,
-                              text=True, timeout=60)
+        return run_process([sys.executable, "-m", "backend.cli", "chaos", *args,
+                            "--bootstrap", kafka.bootstrap], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
     bad = run("--replicas", "6", "--max-replicas", "5")
     assert bad.returncode == 2 and "--max-replicas" in bad.stderr and "Traceback" not in bad.stderr
     nothing = run("--spark-remote", "sc://127.0.0.1:9")

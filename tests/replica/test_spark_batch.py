@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import orjson
 import pytest
 
 from backend.contracts.summary import Summary
+from backend.proc import run
 from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import (
     REASON_KEY_MISMATCH,
@@ -90,8 +90,8 @@ def test_batch_aggregates_and_rejects_in_spark(summariser, typed):
     ["--batch-ms", "0"],
 ])
 def test_cli_rejects_bad_combinations_in_one_line(args):
-    proc = subprocess.run([sys.executable, "-m", "backend.cli", "replica", "--id", "x", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = run([sys.executable, "-m", "backend.cli", "replica", "--id", "x", *args],
+               cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("groupscope replica: "), proc.stderr

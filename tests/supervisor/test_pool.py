@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from backend.contracts.control import ReplicaOptions
@@ -37,8 +38,7 @@ def _reaped(pid: int) -> bool:
 
 def _execed(pid: int, code: str) -> bool:
     """The shim has exec'd the replica command (so PR_SET_PDEATHSIG is in force)."""
-    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return args[1:3] == [b"-c", code.encode()]
+    return psutil.Process(pid).cmdline()[1:3] == ["-c", code]
 
 
 @pytest.fixture
@@ -157,8 +157,7 @@ def test_options_apply_to_new_replicas_only(make_pool) -> None:
     ada, bruno = pool.get("ada"), pool.get("bruno")
     assert (ada.protocol, ada.exactly_once) == ("classic", False)
     assert (bruno.protocol, bruno.assignor, bruno.exactly_once) == ("consumer", "uniform", True)
-    cmd = Path(f"/proc/{bruno.pid}/cmdline")
-    wait_until(lambda: b"--exactly-once" in cmd.read_bytes().split(b"\0"), 10,
+    wait_until(lambda: "--exactly-once" in psutil.Process(bruno.pid).cmdline(), 10,
                what="bruno's command line")
     # a restart is the same replica again: it keeps its own options
     pool.restart("ada")

@@ -21,14 +21,16 @@ from backend.cluster.partitioner import partition_for
 from backend.contracts import summaries_topic
 from backend.fleet.simulator import stream_ids
 from backend.netutil import wait_until
+from backend.proc import run as run_process
+from backend.proc import spawn
 from backend.supervisor.client import ControlError
 from tests.supervisor.conftest import REPO, SESSION_TIMEOUT_S, STANDIN, pid_alive
 
 
 def _ctl(backend, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "backend.cli", "ctl", "--data-dir",
-                           str(backend.data_dir), *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    return run_process([sys.executable, "-m", "backend.cli", "ctl", "--data-dir",
+                        str(backend.data_dir), *args], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
 
 
 def test_kill_takes_children_and_a_killed_supervisor_takes_its_replicas(
@@ -66,7 +68,7 @@ def test_external_member_is_visible_but_not_controllable(
         backend_factory, standin_command, unique, kafka) -> None:
     b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "1", "--no-fleet",
                         replica_command=standin_command)
-    visitor = subprocess.Popen(
+    visitor = spawn(
         [sys.executable, str(STANDIN), "--id", "visitor", "--group", b.group, "--topic",
          b.topic, "--bootstrap", kafka.bootstrap], cwd=REPO, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -155,8 +157,8 @@ def test_ctl_and_snapshot_find_the_stack_from_any_directory(
     env.update(GROUPSCOPE_CACHE=str(cache), PYTHONPATH=str(REPO))
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "backend.cli", *args], cwd=elsewhere,
-                              env=env, capture_output=True, text=True, timeout=60)
+        return run_process([sys.executable, "-m", "backend.cli", *args], cwd=elsewhere,
+                           env=env, capture_output=True, text=True, timeout=60)
 
     status = run("ctl", "--json", "status")
     assert status.returncode == 0, status.stderr
