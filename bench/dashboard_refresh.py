@@ -40,21 +40,24 @@ def build(partitions: int = 64, replicas: int = 16, streams: int = 1000,
     keys = [f"car-{i:04d}" for i in range(streams)]
     key_part = {k: partition_for(k, partitions) for k in keys}
     rebalances = tuple(
-        RebalanceView(1_000_000 + 60_000 * i, 1_000_000 + 60_000 * i + 4_000, 10 + i,
-                      (names[i % replicas],), (), tuple((p, names[0], names[1])
-                                                       for p in range(0, partitions, 8)))
+        RebalanceView(start_ms=1_000_000 + 60_000 * i, end_ms=1_000_000 + 60_000 * i + 4_000,
+                      generation=10 + i, joined=(names[i % replicas],), left=(),
+                      moved=tuple((p, names[0], names[1]) for p in range(0, partitions, 8)))
         for i in range(5))
     history = []
     for t in range(history_len):
         ts = 1_000_000 + 1000 * t
         shift = 1 if any(r.start_ms <= ts <= r.end_ms for r in rebalances) else 0
         owners = {p: names[(p + shift) % replicas] for p in range(partitions)}
-        parts = tuple(PartitionView(p, owners[p], 200 * t, 210 * t + p, 10 * t + p,
-                                    0.5 + p / 100) for p in range(partitions))
-        members = tuple(MemberView(f"{n}-id", n, "/127.0.0.1",
-                                   tuple(p for p in range(partitions) if owners[p] == n))
+        parts = tuple(PartitionView(partition=p, owner=owners[p], committed=200 * t,
+                                    end=210 * t + p, lag_messages=10 * t + p,
+                                    lag_seconds=0.5 + p / 100) for p in range(partitions))
+        members = tuple(MemberView(member_id=f"{n}-id", client_id=n, host="/127.0.0.1",
+                                   partitions=tuple(p for p in range(partitions)
+                                                    if owners[p] == n))
                         for n in names)
-        svs = tuple(StreamView(k, key_part[k], owners[key_part[k]]) for k in keys)
+        svs = tuple(StreamView(stream_id=k, partition=key_part[k], owner=owners[key_part[k]])
+                    for k in keys)
         events = []
         for i in range(100):
             n = names[i % replicas]
@@ -65,8 +68,10 @@ def build(partitions: int = 64, replicas: int = 16, streams: int = 1000,
                       "assigned": {"partitions": [i % partitions]}}[kind]
             events.append(Event(ts - 100_000 + 1000 * i, "g", n, kind, fields))
         history.append(Snapshot(
-            ts, "telemetry-summariser", "telemetry", "Stable", "classic", "range", 14,
-            members, parts, svs, tuple(r for r in rebalances if r.start_ms <= ts),
+            taken_ms=ts, group="telemetry-summariser", topic="telemetry", state="Stable",
+            protocol="classic", assignor="range", generation=14, members=members,
+            partitions=parts, streams=svs,
+            rebalances=tuple(r for r in rebalances if r.start_ms <= ts),
             total_lag=sum(p.lag_messages for p in parts), events=tuple(events),
             partition_count=partitions))
     return history[-1], tuple(history)

@@ -1,14 +1,18 @@
 """The message contracts shared by replica, fleet, observer and dashboard (DESIGN.md).
 
-Plain dataclasses only: the observer must never import the replica, so everything the two
-exchange over Kafka, and the Snapshot the dashboard reads, is defined in this package. The
-mergeable per-stream Summary (the changelog's value) is in `backend.contracts.summary`.
+The observer must never import the replica, so everything the two exchange over Kafka, and
+the Snapshot the dashboard reads, is defined in this package. Messages and events are plain
+dataclasses (built per message); the Snapshot is pydantic (see below). The mergeable
+per-stream Summary (the changelog's value) is in `backend.contracts.summary`; the control
+plane's models are in `backend.contracts.control`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 # ---- topics and group -------------------------------------------------------------------
 
@@ -92,9 +96,16 @@ class Event:
 
 
 # ---- snapshot (observer → dashboard, `groupscope snapshot --json`) ---------------------
+# pydantic models: built every poll, and measured cheaper to build and to serialise than the
+# frozen dataclasses they replace (bench/contract_models.py); `model_dump()` is the JSON shape,
+# `model_validate()` reads it back.
 
-@dataclass(frozen=True)
-class MemberView:
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class MemberView(_View):
     member_id: str
     client_id: str
     host: str
@@ -106,8 +117,7 @@ class MemberView:
     group_instance_id: str | None = None  # static membership, if used
 
 
-@dataclass(frozen=True)
-class PartitionView:
+class PartitionView(_View):
     partition: int
     owner: str | None  # client id of the owning member
     committed: int | None
@@ -119,16 +129,14 @@ class PartitionView:
     lag_seconds_exact: bool = False  # True: from the record timestamp; False: interpolated
 
 
-@dataclass(frozen=True)
-class StreamView:
+class StreamView(_View):
     stream_id: str
     partition: int
     owner: str | None
     source: str = "murmur2"  # murmur2 (computed from the key) or sampled (seen in the partition)
 
 
-@dataclass(frozen=True)
-class RebalanceView:
+class RebalanceView(_View):
     start_ms: int
     end_ms: int | None
     generation: int | None
@@ -142,8 +150,7 @@ class RebalanceView:
     previous_generation: int | None = None
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(_View):
     taken_ms: int
     group: str
     topic: str | None
@@ -161,26 +168,3 @@ class Snapshot:
     max_lag_seconds: float | None = None
     events: tuple[Event, ...] = ()  # recent replica events (our own groups only)
     partition_count: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
-        """Inverse of `to_dict` (e.g. for `groupscope snapshot --json` read by the dashboard)."""
-        return cls(
-            **{k: v for k, v in data.items()
-               if k not in ("members", "partitions", "streams", "rebalances", "events")},
-            members=tuple(MemberView(**{**m, "partitions": tuple(m["partitions"]),
-                                        "target_partitions": None
-                                        if m.get("target_partitions") is None
-                                        else tuple(m["target_partitions"])})
-                          for m in data.get("members", ())),
-            partitions=tuple(PartitionView(**p) for p in data.get("partitions", ())),
-            streams=tuple(StreamView(**s) for s in data.get("streams", ())),
-            rebalances=tuple(RebalanceView(**{**r, "joined": tuple(r["joined"]),
-                                              "left": tuple(r["left"]),
-                                              "moved": tuple(tuple(x) for x in r["moved"])})
-                             for r in data.get("rebalances", ())),
-            events=tuple(Event(**e) for e in data.get("events", ())),
-        )

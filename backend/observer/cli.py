@@ -59,8 +59,6 @@ def _running_stack_cluster() -> tuple[str | None, str | None]:
 def _snapshot(args: argparse.Namespace) -> int:
     import time
 
-    import orjson
-
     from backend.observer.observer import Observer
 
     if args.samples < 1:
@@ -76,7 +74,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     if snap.error:
         raise UserError(snap.error)
     if args.json:
-        sys.stdout.write(orjson.dumps(snap.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(snap.model_dump_json(indent=2) + "\n")
         return 0
     if snap.state == "Dead" and not snap.members and not snap.partitions:
         print(f"group {snap.group} does not exist (no members, no committed offsets)")

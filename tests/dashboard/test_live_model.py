@@ -22,17 +22,31 @@ def snap(ts: int, owners: dict[int, str | None], ends: dict[int, int] | None = N
          events: tuple[Event, ...] = (), rebalances: tuple[RebalanceView, ...] = ()) -> Snapshot:
     ends = ends or dict.fromkeys(owners, 0)
     committed = committed or dict.fromkeys(owners, 0)
-    parts = tuple(PartitionView(p, o, committed[p], ends[p], ends[p] - committed[p], None)
+    parts = tuple(PartitionView(partition=p, owner=o, committed=committed[p], end=ends[p],
+                                lag_messages=ends[p] - committed[p], lag_seconds=None)
                   for p, o in owners.items())
     names = members or tuple(sorted({o for o in owners.values() if o}))
-    mem = tuple(MemberView(f"id-{n}", n, "h", tuple(p for p, o in owners.items() if o == n))
+    mem = tuple(MemberView(member_id=f"id-{n}", client_id=n, host="h",
+                           partitions=tuple(p for p, o in owners.items() if o == n))
                 for n in names)
-    streams = tuple(StreamView(f"car-{i:02d}", partition_for(f"car-{i:02d}", len(owners)),
-                               owners[partition_for(f"car-{i:02d}", len(owners))])
+    streams = tuple(_stream(f"car-{i:02d}", partition_for(f"car-{i:02d}", len(owners)),
+                            owners[partition_for(f"car-{i:02d}", len(owners))])
                     for i in range(6))
-    return Snapshot(ts, "g", "t", "Stable", "classic", "range", 3, mem, parts, streams,
-                    rebalances, total_lag=sum(p.lag_messages for p in parts), events=events,
+    return Snapshot(taken_ms=ts, group="g", topic="t", state="Stable", protocol="classic",
+                    assignor="range", generation=3, members=mem, partitions=parts,
+                    streams=streams, rebalances=rebalances,
+                    total_lag=sum(p.lag_messages for p in parts), events=events,
                     partition_count=len(owners))
+
+
+def _stream(key: str, partition: int, owner: str | None) -> StreamView:
+    return StreamView(stream_id=key, partition=partition, owner=owner)
+
+
+def _rebalance(start: int, end: int | None, generation: int | None, left: tuple[str, ...],
+               moved: tuple[tuple[int, str, str], ...]) -> RebalanceView:
+    return RebalanceView(start_ms=start, end_ms=end, generation=generation, joined=(),
+                         left=left, moved=moved)
 
 
 def test_feed_uses_quix_wording_newest_first_and_filters():
@@ -82,9 +96,7 @@ def test_idle_warning_and_cards_name_idle_dead_and_external():
     html = cards_html(list(cards.values()))
     assert 'data-replica="dmitri"' in html and "123 msg/s" in html
     # mid-rebalance: members without partitions are only joining, so no names yet
-    from dataclasses import replace
-
-    moving = lm.idle_warning(replace(s, state="PreparingRebalance"))
+    moving = lm.idle_warning(s.model_copy(update={"state": "PreparingRebalance"}))
     assert moving is not None and "chloe" not in moving and "1 of them will be idle" in moving
     # as many members as partitions: nobody idle, no warning
     assert lm.idle_warning(snap(1, {0: "ada", 1: "bruno"})) is None
@@ -97,8 +109,8 @@ def test_series_rates_and_rebalance_periods_are_bounded():
     assert len(points) == lm.MAX_POINTS
     assert points[-1].produced_per_s == 100.0 and points[-1].consumed_per_s == 80.0
     assert points[-1].lag == 20 * 999
-    r = (RebalanceView(5000, 8000, 4, (), ("bruno",), ((1, "bruno", "ada"),)),
-         RebalanceView(9000, None, None, (), (), ()))
+    r = (_rebalance(5000, 8000, 4, ("bruno",), ((1, "bruno", "ada"),)),
+         _rebalance(9000, None, None, (), ()))
     s = snap(10_000, {0: "ada"}, rebalances=r)
     assert lm.rebalance_periods(s, 6000) == [(6000, 8000, True), (9000, 10_000, False)]
 
@@ -114,10 +126,8 @@ def test_locator_gives_murmur2_partition_owner_now_and_history():
 
 def test_lanes_escape_keys_and_cap_chips():
     s = snap(1, {0: "ada"})
-    evil = StreamView("<script>x</script>", 0, "ada")
-    many = tuple(StreamView(f"k{i}", 0, "ada") for i in range(100))
-    from dataclasses import replace
-
-    html = lanes_html(replace(s, streams=(evil, *many)))
+    evil = _stream("<script>x</script>", 0, "ada")
+    many = tuple(_stream(f"k{i}", 0, "ada") for i in range(100))
+    html = lanes_html(s.model_copy(update={"streams": (evil, *many)}))
     assert "<script>x" not in html and "&lt;script&gt;" in html
     assert "+61 more" in html

@@ -111,7 +111,7 @@ def test_watcher_with_only_describe_and_read_sees_everything(
         # the ACLs are real: a group the watcher may not describe is refused, without leaks
         bad = denied.poll_once()
         assert bad.error and "AUTHORIZATION" in bad.error.upper()
-        texts = [bad.error, str(snap.to_dict()), str(observer.collector.errors)]
+        texts = [bad.error, str(snap.model_dump()), str(observer.collector.errors)]
     finally:
         observer.stop()
         denied.stop()

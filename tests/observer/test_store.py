@@ -57,7 +57,12 @@ def test_concurrent_readers_never_see_a_broken_history():
 def test_snapshot_round_trips_through_its_dict():
     s = Snapshot(taken_ms=1, group="g", topic="t", state="Stable", protocol="consumer",
                  assignor="uniform", generation=4,
-                 members=(MemberView("m", "c", "h", (0, 1), (0, 1, 2)),),
-                 partitions=(PartitionView(0, "c", 5, 9, 4, 1.5),),
-                 streams=(), rebalances=(RebalanceView(1, 2, 4, ("x",), (), ((0, "a", "b"),)),))
-    assert Snapshot.from_dict(s.to_dict()) == s
+                 members=(MemberView(member_id="m", client_id="c", host="h", partitions=(0, 1),
+                                     target_partitions=(0, 1, 2)),),
+                 partitions=(PartitionView(partition=0, owner="c", committed=5, end=9,
+                                           lag_messages=4, lag_seconds=1.5),),
+                 streams=(), rebalances=(RebalanceView(start_ms=1, end_ms=2, generation=4,
+                                                       joined=("x",), left=(),
+                                                       moved=((0, "a", "b"),)),))
+    assert Snapshot.model_validate(s.model_dump()) == s
+    assert Snapshot.model_validate_json(s.model_dump_json()) == s
