@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, LoadSampler, machine, spread
 
+from backend.netutil import wait_until
 from backend.proc import spawn
 from backend.stack.soak import Soak
 from tests.dashboard.browser import chromium_page, lanes
@@ -144,15 +145,17 @@ class UpRun:
 
 
 def wait(check, timeout: float, interval: float, up: UpRun, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
+    """wait_until, failing at once (with `up`'s last lines) when `groupscope up` has exited."""
+    def up_running() -> None:
         if up.proc is not None and up.proc.poll() is not None:
             tail = "\n".join(up.lines[-15:])
             raise RuntimeError(f"`groupscope up` exited ({up.proc.returncode}) before {what}:\n"
                                f"{tail}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no {what} within {timeout:.0f} s")
-        time.sleep(interval)
+
+    try:
+        wait_until(check, timeout, interval, what=what, abort=up_running)
+    except TimeoutError:
+        raise RuntimeError(f"no {what} within {timeout:.0f} s") from None
 
 
 def new_replica_times(settings: Any, name: str, since_ms: int,
