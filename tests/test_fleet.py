@@ -479,4 +479,4 @@ def test_cli_unreachable_cluster_is_a_one_line_error(procs: list[subprocess.Pope
     procs.append(p)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2
-    assert err.strip().count("\n") == 0 and "did not answer" in err
+    assert err.strip().count("\n") == 0 and "refused the connection" in err

@@ -59,6 +59,10 @@ class KafkaSettings:
         """
         import time
 
+        refused = self.refused_everywhere()
+        if refused:
+            raise ClusterUnreachable(f"Kafka at {self.bootstrap} refused the connection "
+                                     f"({refused}): is the broker running there?")
         errors: list[tuple[str, str]] = []
 
         def on_error(err: object) -> None:
@@ -83,6 +87,26 @@ class KafkaSettings:
                     raise ClusterUnreachable(
                         f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s: "
                         f"{detail}") from None
+
+
+    def refused_everywhere(self) -> str | None:
+        """A reason when every bootstrap server actively refuses TCP connections (nothing
+        listens there), else None. A refusal answers at once, so a command pointed at a
+        stopped broker says so now instead of after its whole timeout; a server that is slow,
+        filtered or not resolvable is left to the client's own timeout."""
+        import socket
+
+        reasons = []
+        for server in self.bootstrap.split(","):
+            host, _, port = server.strip().rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+                    return None
+            except ConnectionRefusedError:
+                reasons.append("connection refused")
+            except (OSError, ValueError):
+                return None
+        return reasons[0] if reasons else None
 
 
 def _quiet_logger() -> dict[str, object]:

@@ -63,6 +63,7 @@ class Collector:
         self.settings = settings
         self.timeout = timeout
         self.errors: list[str] = []
+        self._answered = False  # the last poll completed: no need to probe the port first
         self._metadata_cache: dict[str, tuple[float, int]] = {}
         self.guard = GuardedAdmin(lambda: AdminClient(settings.client_config(
             error_cb=self._on_error, logger=quiet_logger(),
@@ -120,19 +121,27 @@ class Collector:
 
         Transient coordinator errors (loading, moving) are retried a few times at once: they
         are normal right after a broker start and say nothing about the group."""
+        refused = None if self._answered else self.settings.refused_everywhere()
+        if refused:  # nothing listens: say so now, not after the request timeout
+            raise CollectError(f"cluster unreachable: Kafka at {self.settings.bootstrap} "
+                               f"refused the connection ({refused})")
         try:
             self.guard.ready()
         except ClusterUnreachable as exc:
             raise CollectError(str(exc)) from None
         for attempt in range(attempts):
             try:
-                return self._collect(group, topic)
+                observation = self._collect(group, topic)
+                self._answered = True
+                return observation
             except _Retriable as exc:
                 if attempt == attempts - 1:
+                    self._answered = False
                     self.guard.failed()
                     raise CollectError(str(exc)) from None
                 time.sleep(0.2 * (attempt + 1))
             except BaseException:
+                self._answered = False
                 self.guard.failed()
                 raise
         raise AssertionError("unreachable")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
 from types import SimpleNamespace
 
+import pytest
 from confluent_kafka import TopicPartition
 
 from backend.cluster.settings import KafkaSettings
@@ -51,15 +54,26 @@ class FakeAdmin:
         return {tp: _Done(SimpleNamespace(offset=0)) for tp in requests}
 
 
-def _collector(admin: FakeAdmin, monkeypatch) -> Collector:
+def _collector(admin: FakeAdmin, monkeypatch, listener: socket.socket) -> Collector:
     monkeypatch.setattr(collect, "AdminClient", lambda conf: admin)
-    return Collector(KafkaSettings(bootstrap="127.0.0.1:1"))
+    host, port = listener.getsockname()
+    return Collector(KafkaSettings(bootstrap=f"{host}:{port}"))
 
 
-def test_a_topic_grown_within_the_metadata_cache_age_is_seen_at_the_next_poll(monkeypatch):
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A port that accepts connections, so the collector's refused-port probe passes."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s
+
+
+def test_a_topic_grown_within_the_metadata_cache_age_is_seen_at_the_next_poll(
+        monkeypatch, listener):
     admin = FakeAdmin("telemetry", 2)
     admin.assignment = {"ada": [0], "bruno": [1]}
-    collector = _collector(admin, monkeypatch)
+    collector = _collector(admin, monkeypatch, listener)
     assert collector.collect("g").partition_counts == {"telemetry": 2}
     assert collector.collect("g").partition_counts == {"telemetry": 2}
     assert admin.metadata_requests == 1  # the count is cached between polls
@@ -72,10 +86,10 @@ def test_a_topic_grown_within_the_metadata_cache_age_is_seen_at_the_next_poll(mo
     assert admin.metadata_requests == 2
 
 
-def test_a_group_within_the_cached_count_costs_no_metadata_request(monkeypatch):
+def test_a_group_within_the_cached_count_costs_no_metadata_request(monkeypatch, listener):
     admin = FakeAdmin("telemetry", 3)
     admin.assignment = {"ada": [0, 1, 2]}
-    collector = _collector(admin, monkeypatch)
+    collector = _collector(admin, monkeypatch, listener)
     for _ in range(3):
         assert collector.collect("g", "telemetry").partition_counts == {"telemetry": 3}
     assert admin.metadata_requests == 1
