@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -15,7 +16,7 @@ import psutil
 
 from backend.cli import build_parser
 from backend.netutil import free_port, wait_until
-from backend.proc import run, spawn
+from backend.proc import STOP_WITHIN_S, run, spawn
 
 EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replica", "backend",
                      "ctl", "snapshot", "groups"}
@@ -79,8 +80,12 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
         assert any(f"http://localhost:{web_port}" in line for line in lines)
         assert len(_processes_with_marker(marker)) >= 4  # up, broker, spark, backend, web …
 
+        t0 = time.monotonic()
         up.send_signal(signal.SIGINT)  # what Ctrl-C delivers
-        assert up.wait(90) in (0, 130)
+        assert up.wait(STOP_WITHIN_S + 30) in (0, 130)
+        took = time.monotonic() - t0
+        print(f"up stopped {took:.1f} s after SIGINT")
+        assert took <= STOP_WITHIN_S, f"up took {took:.1f} s to stop:\n" + "".join(lines[-30:])
         reader.join(10)
         wait_until(lambda: not _processes_with_marker(marker), timeout=30,
                    what="every process of the stack to exit")
