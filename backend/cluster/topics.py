@@ -52,13 +52,19 @@ class TopicError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class TopicInfo:
-    """What the broker reports about one topic after ensure/grow."""
+class TopicSpec:
+    """A topic as the stack wants it."""
 
     name: str
     partitions: int
     replication: int
     config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicInfo(TopicSpec):
+    """What the broker reports about one topic after ensure/grow."""
+
     created: bool = False  # True when this call created it
 
 
@@ -77,12 +83,6 @@ class TopicLayout:
         return (self.input, self.events, self.summaries, self.dead_letters)
 
 
-@dataclass(frozen=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    replication: int
-    config: dict[str, str] = field(default_factory=dict)
 
 
 def _is_code(exc: BaseException, code: int) -> bool:

@@ -71,8 +71,7 @@ class WindowAgg:
 
     def merge(self, other: WindowAgg) -> None:
         self.count += other.count
-        for name, stats in other.fields.items():
-            self.fields.setdefault(name, FieldStats()).merge(stats)
+        merge_fields(self.fields, other.fields)
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "count": self.count,
@@ -110,12 +109,10 @@ class BatchPartial:
         self.count += other.count
         self.old += other.old
         self.new_distinct += other.new_distinct
-        self.min_seq = _min(self.min_seq, other.min_seq)
-        self.max_seq = _max(self.max_seq, other.max_seq)
-        self.min_ts = _min(self.min_ts, other.min_ts)
-        self.max_ts = _max(self.max_ts, other.max_ts)
-        for name, stats in other.fields.items():
-            self.fields.setdefault(name, FieldStats()).merge(stats)
+        self.min_seq, self.max_seq = _widen(self.min_seq, self.max_seq,
+                                            other.min_seq, other.max_seq)
+        self.min_ts, self.max_ts = _widen(self.min_ts, self.max_ts, other.min_ts, other.max_ts)
+        merge_fields(self.fields, other.fields)
         for start, win in other.windows.items():
             self.windows.setdefault(start, WindowAgg(start)).merge(win)
 
@@ -154,10 +151,9 @@ class Summary:
         expected_new = new_hi - self.last_seq
         self.gaps += max(0, expected_new - part.new_distinct)
         self.last_seq = new_hi
-        self.first_ts = _min(self.first_ts, part.min_ts)
-        self.last_ts = _max(self.last_ts, part.max_ts)
-        for name, stats in part.fields.items():
-            self.fields.setdefault(name, FieldStats()).merge(stats)
+        self.first_ts, self.last_ts = _widen(self.first_ts, self.last_ts,
+                                             part.min_ts, part.max_ts)
+        merge_fields(self.fields, part.fields)
         self._merge_windows(part.windows.values())
 
     def merge(self, other: Summary) -> None:
@@ -166,10 +162,9 @@ class Summary:
         self.duplicates += other.duplicates
         self.gaps += other.gaps
         self.last_seq = max(self.last_seq, other.last_seq)
-        self.first_ts = _min(self.first_ts, other.first_ts)
-        self.last_ts = _max(self.last_ts, other.last_ts)
-        for name, stats in other.fields.items():
-            self.fields.setdefault(name, FieldStats()).merge(stats)
+        self.first_ts, self.last_ts = _widen(self.first_ts, self.last_ts,
+                                             other.first_ts, other.last_ts)
+        merge_fields(self.fields, other.fields)
         self._merge_windows(other.windows)
 
     def _merge_windows(self, windows: Any) -> None:
@@ -207,12 +202,16 @@ class Summary:
         )
 
 
-def _min(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else min(a, b)
+def merge_fields(into: dict[str, FieldStats], other: dict[str, FieldStats]) -> None:
+    """Fold per-field statistics into `into`, field by field (a field new to it is added)."""
+    for name, stats in other.items():
+        into.setdefault(name, FieldStats()).merge(stats)
 
 
-def _max(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else max(a, b)
+def _widen(lo: Any, hi: Any, other_lo: Any, other_hi: Any) -> tuple[Any, Any]:
+    """The range [lo, hi] grown to cover [other_lo, other_hi]; None is an unknown bound."""
+    return (other_lo if lo is None else lo if other_lo is None else min(lo, other_lo),
+            other_hi if hi is None else hi if other_hi is None else max(hi, other_hi))
 
 
 __all__ = ["NUMERIC_FIELDS", "RING_SIZE", "WINDOW_FIELDS", "WINDOW_MS", "BatchPartial",

@@ -183,18 +183,10 @@ class Collector:
             counts.update(self.partition_counts(sorted(grown)))
         end_offsets, start_offsets = self.log_offsets(counts)
         return RawObservation(
-            taken_ms=taken_ms,
-            group=group,
-            state=described.state,
-            protocol=described.protocol,
-            assignor=described.assignor,
-            members=members,
-            committed=committed,
-            end_offsets=end_offsets,
-            start_offsets=start_offsets,
-            partition_counts=counts,
-            duration_ms=(time.perf_counter() - t0) * 1000,
-        )
+            taken_ms=taken_ms, group=group, state=described.state,
+            protocol=described.protocol, assignor=described.assignor, members=members,
+            committed=committed, end_offsets=end_offsets, start_offsets=start_offsets,
+            partition_counts=counts, duration_ms=(time.perf_counter() - t0) * 1000)
 
     def log_offsets(self, counts: dict[str, int]) -> tuple[dict[TP, int], dict[TP, int]]:
         """Log-end and log-start offsets of every partition, two batched ListOffsets calls."""

@@ -131,16 +131,10 @@ def member_views(obs: RawObservation, topic: str,
         mine = tuple(p for t, p in m.assignment if t == topic)
         target = None if m.target is None else tuple(p for t, p in m.target if t == topic)
         views.append(MemberView(
-            member_id=m.member_id,
-            client_id=m.client_id,
-            host=m.host,
-            partitions=mine,
-            target_partitions=target,
-            alive=True,
-            idle=not mine and not target,
+            member_id=m.member_id, client_id=m.client_id, host=m.host, partitions=mine,
+            target_partitions=target, alive=True, idle=not mine and not target,
             lag_messages=lag_by_member.get(m.member_id, 0),
-            group_instance_id=m.group_instance_id,
-        ))
+            group_instance_id=m.group_instance_id))
     return tuple(views)
 
 

@@ -158,24 +158,15 @@ class Observer:
         streams = stream_views(self._keys, n, owners) if topic else ()
         lag_s = [pv.lag_seconds for pv in partitions if pv.lag_seconds is not None]
         return Snapshot(
-            taken_ms=now,
-            group=obs.group,
-            topic=topic,
-            state=obs.state,
-            protocol=obs.protocol,
-            assignor=obs.assignor,
-            generation=obs.generation,
-            members=members,
-            partitions=partitions,
-            streams=streams,
+            taken_ms=now, group=obs.group, topic=topic, state=obs.state,
+            protocol=obs.protocol, assignor=obs.assignor, generation=obs.generation,
+            members=members, partitions=partitions, streams=streams,
             rebalances=self.timeline.rebalances(),
-            health=worst(health.values()) if health else "OK",
-            error=None,
+            health=worst(health.values()) if health else "OK", error=None,
             total_lag=sum(pv.lag_messages for pv in partitions),
             max_lag_seconds=max(lag_s) if lag_s else None,
             events=self._events.recent() if self._events is not None else (),
-            partition_count=n,
-        )
+            partition_count=n)
 
     # ---- optional readers (need READ on the topic; failures only cost detail) ---------
 
