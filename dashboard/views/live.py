@@ -163,10 +163,13 @@ def lanes_panel(ctx: ViewContext) -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
-def cards_panel(ctx: ViewContext) -> None:
+def members_panel(ctx: ViewContext) -> None:
+    """Replica cards and the event feed: one panel, so the supervisor is read once a refresh."""
     snap = _snapshot(ctx)
     if snap is not None:
-        draw_cards(snap, _supervised(ctx))
+        supervised = _supervised(ctx)
+        draw_cards(snap, supervised)
+        draw_feed(snap, supervised)
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -175,13 +178,6 @@ def chart_panel(ctx: ViewContext) -> None:
     if snap is not None:
         history = observer_for(ctx.target, ctx.group, ctx.topic).history()
         draw_chart(snap, history, revision=f"live-{ctx.group}")
-
-
-@st.fragment(run_every=REFRESH_S)
-def feed_panel(ctx: ViewContext) -> None:
-    snap = _snapshot(ctx)
-    if snap is not None:
-        draw_feed(snap, _supervised(ctx))
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -198,7 +194,6 @@ def render_live(ctx: ViewContext) -> None:
     with left:
         lanes_panel(ctx)
     with right:
-        cards_panel(ctx)
-        feed_panel(ctx)
+        members_panel(ctx)
     chart_panel(ctx)
     locator_panel(ctx)
