@@ -107,6 +107,20 @@ def run(argv: Sequence[str], timeout: float | None = None, capture_output: bool 
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
+def abort_if_exited(proc: subprocess.Popen[Any], what: str,
+                    detail: Callable[[], str] = lambda: "",
+                    error: type[Exception] = RuntimeError) -> Callable[[], None]:
+    """An `abort` for wait_until while waiting on `proc`: once it has exited, raise `error`
+    ("<what> exited with code N<detail()>"; detail is read only then, e.g. a log tail), so
+    a dead child fails the wait at once with the reason instead of timing out."""
+
+    def check() -> None:
+        if proc.poll() is not None:
+            raise error(f"{what} exited with code {proc.returncode}{detail()}")
+
+    return check
+
+
 def send(proc: subprocess.Popen[Any], sig: int, group: bool = False) -> None:
     """`sig` to `proc` (to its process group with `group`) unless it is already gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -240,19 +254,15 @@ class ServiceProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def _check_running(self) -> None:
-        if self.popen is not None and self.popen.poll() is not None:
-            raise self.error(
-                f"{self.what} exited with code {self.popen.returncode} during start-up; "
-                f"last lines of its log:\n{self.tail()}"
-            )
-
     def wait_ready(self, probe: Callable[[], bool], timeout: float, where: str,
                    interval: float = 0.2) -> None:
         """Poll `probe` (a real request, never a sleep) until it passes or the child dies."""
+        assert self.popen is not None, "spawn first"
+        exited = abort_if_exited(
+            self.popen, self.what,
+            lambda: f" during start-up; last lines of its log:\n{self.tail()}", self.error)
         try:
-            wait_until(probe, timeout, interval, what=f"{self.what} on {where}",
-                       abort=self._check_running)
+            wait_until(probe, timeout, interval, what=f"{self.what} on {where}", abort=exited)
         except TimeoutError:
             self.stop()
             raise self.error(

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, LoadSampler, machine, spread
 
 from backend.netutil import wait_until
-from backend.proc import spawn
+from backend.proc import abort_if_exited, spawn
 from backend.stack.soak import Soak
 from tests.dashboard.browser import chromium_page, lanes
 
@@ -146,12 +146,9 @@ class UpRun:
 
 def wait(check, timeout: float, interval: float, up: UpRun, what: str) -> None:
     """wait_until, failing at once (with `up`'s last lines) when `groupscope up` has exited."""
-    def up_running() -> None:
-        if up.proc is not None and up.proc.poll() is not None:
-            tail = "\n".join(up.lines[-15:])
-            raise RuntimeError(f"`groupscope up` exited ({up.proc.returncode}) before {what}:\n"
-                               f"{tail}")
-
+    assert up.proc is not None
+    up_running = abort_if_exited(up.proc, "`groupscope up`",
+                                 lambda: f" before {what}:\n" + "\n".join(up.lines[-15:]))
     try:
         wait_until(check, timeout, interval, what=what, abort=up_running)
     except TimeoutError:

@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 
 from backend.netutil import wait_until
-from backend.proc import spawn, terminate
-from tests.conftest import STACK_ENV
+from backend.proc import abort_if_exited, spawn, terminate
+from tests.conftest import stack_processes
 
 REPO = Path(__file__).resolve().parents[1]
 READY_ENV = "GROUPSCOPE_KILLED_RUN_READY"  # the inner run writes "ready" to this file
@@ -50,19 +50,6 @@ def test_start_everything_then_wait_to_be_killed(broker, chromium, tmp_path):
 '''
 
 
-def _carrying(token: str) -> list[psutil.Process]:
-    """Live processes started under this test (they inherit STACK_ENV=token), zombies aside."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (proc.environ().get(STACK_ENV) == token
-                    and proc.status() != psutil.STATUS_ZOMBIE):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
 def _describe(procs: list[psutil.Process]) -> list[str]:
     out = []
     for proc in procs:
@@ -88,11 +75,9 @@ def test_a_sigkilled_test_run_leaves_no_process_behind(stack: str, chromium,
                       cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                       stdin=subprocess.DEVNULL, start_new_session=True)
 
-    def inner_running() -> None:
-        if inner.poll() is not None:
-            raise AssertionError(f"the inner run ended ({inner.returncode}):\n"
-                                 f"{log_path.read_text(errors='replace')[-3000:]}")
-
+    inner_running = abort_if_exited(
+        inner, "the inner run", lambda: ":\n" + log_path.read_text(errors="replace")[-3000:],
+        AssertionError)
     try:
         wait_until(ready.exists, 300, interval=0.5, what="the inner run to start everything",
                    abort=inner_running)
@@ -105,10 +90,10 @@ def test_a_sigkilled_test_run_leaves_no_process_behind(stack: str, chromium,
         inner.kill()  # no teardown runs
         inner.wait(10)
         try:
-            wait_until(lambda: not _carrying(stack), 15, interval=0.2,
+            wait_until(lambda: not stack_processes(stack), 15, interval=0.2,
                        what="every process of the killed run to end")
         except TimeoutError:
-            raise AssertionError(f"survivors: {_describe(_carrying(stack))}") from None
+            raise AssertionError(f"survivors: {_describe(stack_processes(stack))}") from None
         survivors = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert survivors == [], _describe(survivors)
     finally:

@@ -24,7 +24,15 @@ from backend.cluster.settings import resolve_settings
 from backend.engine.session import check_engine
 from backend.netutil import wait_until
 from backend.paths import data_dir
-from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals, reap, send, spawn
+from backend.proc import (
+    LAST_WAVE_S,
+    STOP_BUDGET_S,
+    StopSignals,
+    abort_if_exited,
+    reap,
+    send,
+    spawn,
+)
 from backend.stack.config import StackConfig
 from backend.stack.procfile import REPO_ROOT, ProcessType, read_procfile
 
@@ -112,13 +120,9 @@ class StackLauncher:
         timeout = READY_TIMEOUT.get(name, 60.0)
         start = time.monotonic()
 
-        def still_running() -> None:
-            code = proc.popen.poll()
-            if code is not None:
-                raise RuntimeError(f"{name} exited with code {code} while starting")
-
         try:
-            wait_until(probe, timeout, interval=0.5, what=name, abort=still_running)
+            wait_until(probe, timeout, interval=0.5, what=name,
+                       abort=abort_if_exited(proc.popen, name, lambda: " while starting"))
         except TimeoutError:
             raise RuntimeError(f"{name} not ready within {timeout:.0f}s") from None
         self.say(f"{name:>8} | ready in {time.monotonic() - start:.1f}s")

@@ -47,7 +47,7 @@ from pathlib import Path
 import psutil
 
 from backend.netutil import wait_until
-from backend.proc import reap, spawn
+from backend.proc import abort_if_exited, reap, spawn
 
 ROLES = ("broker", "spark", "backend", "web")
 RSS_RATIO = 1.2
@@ -363,11 +363,8 @@ class Soak:
         problems: list[str] = []
         up_exit: int | None = None
         try:
-            def up_running() -> None:
-                if up.poll() is not None:
-                    raise RuntimeError(f"`groupscope up` exited with {up.returncode} while "
-                                       f"starting:\n" + "\n".join(self.lines[-20:]))
-
+            up_running = abort_if_exited(
+                up, "`groupscope up`", lambda: " while starting:\n" + "\n".join(self.lines[-20:]))
             try:
                 wait_until(ready.is_set, 420, interval=0.5, what="`groupscope up`",
                            abort=up_running)

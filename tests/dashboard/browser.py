@@ -13,18 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from backend.netutil import free_port, wait_until
-from backend.proc import spawn, terminate
+from backend.proc import abort_if_exited, spawn, terminate
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-
-
-def _still_running(proc: subprocess.Popen, what: str, log_path: Path) -> None:
-    if proc.poll() is not None:
-        raise AssertionError(f"{what} exited with {proc.returncode}; see {log_path}")
 
 
 def _healthy(url: str) -> bool:
@@ -47,7 +42,8 @@ def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _healthy(url), 60, what="the dashboard health endpoint",
-                   abort=lambda: _still_running(proc, "web", log_path))
+                   abort=abort_if_exited(proc, "web", lambda: f"; see {log_path}",
+                                         AssertionError))
         yield url
     finally:
         terminate(proc, 15, group=True)
@@ -88,7 +84,8 @@ def supervisor(env: dict[str, str], args: list[str], log_path: Path,
     try:
         wait_until((data_dir / "control.json").exists, 120,
                    what="the supervisor's control.json",
-                   abort=lambda: _still_running(proc, "backend", log_path))
+                   abort=abort_if_exited(proc, "backend", lambda: f"; see {log_path}",
+                                         AssertionError))
         yield proc
     finally:
         terminate(proc, 60, group=True)

@@ -23,7 +23,7 @@ from backend.cluster.clients import quiet_admin
 from backend.cluster.groups import describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import wait_until
-from backend.proc import spawn, terminate
+from backend.proc import abort_if_exited, spawn, terminate
 from backend.supervisor.auth import read_control_files
 from backend.supervisor.client import ControlClient
 
@@ -106,10 +106,6 @@ def start_backend(kafka: KafkaSettings, data_dir: Path, group: str, topic: str,
                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     backend = Backend(proc, data_dir, group, topic, kafka, log)
 
-    def running() -> None:
-        if proc.poll() is not None:
-            raise AssertionError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
-
     def ready() -> bool:
         ep = read_control_files(data_dir)
         if ep.pid != proc.pid:
@@ -122,7 +118,8 @@ def start_backend(kafka: KafkaSettings, data_dir: Path, group: str, topic: str,
 
     try:
         wait_until(ready, timeout, interval=0.2, what="the backend's control API",
-                   abort=running)
+                   abort=abort_if_exited(proc, "backend", lambda: f":\n{backend.log_tail()}",
+                                         AssertionError))
     except BaseException:
         stop_backend(backend)
         raise

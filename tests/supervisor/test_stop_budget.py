@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from backend.netutil import wait_until
-from backend.proc import STOP_WITHIN_S, spawn, terminate
+from backend.proc import STOP_WITHIN_S, abort_if_exited, spawn, terminate
 from tests.supervisor.conftest import REPO, start_backend, stop_backend
 
 QUEUED = re.compile(r"(\d+) delivered .* queued (\d+)")
@@ -34,6 +34,9 @@ class Producer:
         self.lines: list[str] = []
         self.progress: list[tuple[int, int]] = []
         threading.Thread(target=self._read, daemon=True).start()
+        self.running = abort_if_exited(self.proc, "produce",
+                                       lambda: " early:\n" + "".join(self.lines[-20:]),
+                                       AssertionError)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -41,10 +44,6 @@ class Producer:
             self.lines.append(line)
             if m := QUEUED.search(line):
                 self.progress.append((int(m[1]), int(m[2])))
-
-    def running(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError("produce exited early:\n" + "".join(self.lines[-20:]))
 
 
 def _sigterm_to_exit(procs: dict[str, subprocess.Popen]) -> dict[str, float]:
