@@ -8,7 +8,7 @@ import sys
 import time
 from typing import NoReturn
 
-from backend.cli import UserError, add_cluster_args
+from backend.cli_common import UserError, add_cluster_args
 from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
 from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS, FLUSH_TIMEOUT_S
 from backend.proc import STOP_BUDGET_S, StopSignals

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from backend.cli import add_cluster_args, positive
+from backend.cli_common import add_cluster_args, positive
 from backend.paths import data_dir
 
 

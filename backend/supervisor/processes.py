@@ -25,17 +25,24 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Queue
 from typing import Any
 
-from backend.supervisor.models import PROTOCOL_ASSIGNORS, ReplicaInfo, ReplicaOptions
+from pydantic import ValidationError
+
+from backend.contracts.control import (
+    MAX_REPLICAS,
+    GroupChoiceError,
+    ReplicaInfo,
+    ReplicaOptions,
+    resolve_assignor,
+)
 from backend.proc import spawn
 from backend.supervisor.names import colour_for, next_free_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_MAX_REPLICAS = 64
 DEFAULT_STOP_GRACE = 30.0
 
 def default_replica_command() -> tuple[str, ...]:
@@ -78,7 +85,7 @@ class UnknownReplica(PoolError):
 
 
 class InvalidRequest(PoolError):
-    status = 400
+    status = 422
 
 
 @dataclass(frozen=True)
@@ -104,16 +111,20 @@ class LaunchConfig:
                             extra=self.extra_args)
 
 
-def validate_options(options: ReplicaOptions) -> None:
-    if options.protocol not in PROTOCOL_ASSIGNORS:
-        raise InvalidRequest(f"unknown protocol {options.protocol!r}; "
-                             f"choose one of {', '.join(PROTOCOL_ASSIGNORS)}")
-    allowed = PROTOCOL_ASSIGNORS[options.protocol]
-    if options.assignor not in allowed:
-        raise InvalidRequest(f"assignor {options.assignor!r} does not work with the "
-                             f"{options.protocol} protocol; choose one of {', '.join(allowed)}")
-    if not isinstance(options.exactly_once, bool):
-        raise InvalidRequest("exactly_once must be true or false")
+def validate_options(protocol: str, assignor: str | None, exactly_once: bool = False,
+                     ) -> ReplicaOptions:
+    """The options a replica joins with, or InvalidRequest naming what to choose instead."""
+    try:
+        return ReplicaOptions(protocol=protocol, assignor=resolve_assignor(protocol, assignor),
+                              exactly_once=exactly_once)
+    except (GroupChoiceError, ValidationError) as exc:
+        raise InvalidRequest(_first_line(exc)) from None
+
+
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return exc.errors()[0]["msg"].removeprefix("Value error, ")
+    return str(exc)
 
 
 @dataclass(eq=False)
@@ -203,11 +214,10 @@ class ReplicaPool:
     """Owns the replica processes of one group. Every public method is thread-safe."""
 
     def __init__(self, config: LaunchConfig, options: ReplicaOptions | None = None,
-                 max_replicas: int = DEFAULT_MAX_REPLICAS,
+                 max_replicas: int = MAX_REPLICAS,
                  on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.config = config
         self._options = options or ReplicaOptions()
-        validate_options(self._options)
         self.max_replicas = max_replicas
         self._on_event = on_event
         self._lock = threading.RLock()
@@ -256,18 +266,14 @@ class ReplicaPool:
                     exactly_once: bool | None = None) -> ReplicaOptions:
         """Options for replicas started from now on; running ones keep theirs."""
         with self._lock:
-            new = self._options
-            if protocol is not None and protocol != new.protocol:
-                # a protocol switch without an assignor takes that protocol's default
-                default = PROTOCOL_ASSIGNORS.get(protocol, ("",))[0]
-                new = replace(new, protocol=protocol, assignor=default)
-            if assignor is not None:
-                new = replace(new, assignor=assignor)
-            if exactly_once is not None:
-                new = replace(new, exactly_once=exactly_once)
-            validate_options(new)
-            self._options = new
-            return new
+            old = self._options
+            switching = protocol is not None and protocol != old.protocol
+            # a protocol switch without an assignor takes that protocol's default
+            self._options = validate_options(
+                protocol if protocol is not None else old.protocol,
+                assignor if assignor is not None or switching else old.assignor,
+                old.exactly_once if exactly_once is None else exactly_once)
+            return self._options
 
     def start(self) -> ReplicaInfo:
         """Start one more replica under the first free name."""

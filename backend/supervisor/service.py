@@ -11,7 +11,6 @@ with it if it is SIGKILLed (backend/proc.py).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -23,19 +22,21 @@ from backend.cluster.clients import GuardedAdmin, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
-from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
-from backend.supervisor.api import ControlServer, DependencyError
-from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
-from backend.supervisor.models import (
+from backend.contracts.control import (
+    MAX_REPLICAS,
     ExternalMember,
+    FleetState,
+    MovedStream,
     PartitionChange,
     ReplicaInfo,
     ReplicaOptions,
     Status,
 )
+from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
+from backend.supervisor.api import ControlServer, DependencyError
+from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
 from backend.supervisor.names import colour_for
 from backend.supervisor.processes import (
-    DEFAULT_MAX_REPLICAS,
     DEFAULT_STOP_GRACE,
     LaunchConfig,
     PoolError,
@@ -70,12 +71,8 @@ class ServiceConfig:
     options: ReplicaOptions = field(default_factory=ReplicaOptions)
     replica_command: tuple[str, ...] = field(default_factory=default_replica_command)
     replica_args: tuple[str, ...] = ()
-    max_replicas: int = DEFAULT_MAX_REPLICAS
+    max_replicas: int = MAX_REPLICAS
     stop_grace: float = DEFAULT_STOP_GRACE
-
-
-def _json_number(x: float) -> float | None:
-    return None if math.isinf(x) or math.isnan(x) else x
 
 
 class SupervisorService:
@@ -122,7 +119,8 @@ class SupervisorService:
                                             e["action"], e["pid"]))
             self.server = ControlServer(self, self.token, port=cfg.port)
             self.server.start_background()
-            write_control_files(Path(cfg.data_dir), self.server.url, self.token)
+            write_control_files(Path(cfg.data_dir), self.server.url, self.token,
+                                bootstrap=cfg.settings.bootstrap, kafka_config=cfg.kafka_config)
             if cfg.replicas:
                 self.pool.scale(min(cfg.replicas, cfg.max_replicas))
         except BaseException:
@@ -222,16 +220,21 @@ class SupervisorService:
                       max_replicas=self.max_replicas, broker_error=error,
                       recent=tuple(pool.recent()[-20:]))
 
-    def _fleet_info(self) -> dict[str, Any] | None:
+    def _fleet_info(self) -> FleetState | None:
         if self.fleet is None:
             return None
         s = self.fleet.stats()
-        return {"running": s.running, "topic": s.topic, "streams": s.streams,
-                "target_rate": _json_number(s.target_rate), "rate": round(s.rate, 1),
-                "delivered": s.delivered, "queued": s.queued, "failed": s.failed,
-                "last_error": s.last_error}
+        return FleetState(running=s.running, topic=s.topic, streams=s.streams,
+                          target_rate=s.target_rate, rate=round(s.rate, 1),
+                          delivered=s.delivered, queued=s.queued, failed=s.failed,
+                          last_error=s.last_error)
 
     # ---- replica actions -------------------------------------------------------------------
+
+    def _fleet_state(self) -> FleetState:
+        state = self._fleet_info()
+        assert state is not None  # _fleet() refused already when there is no simulator
+        return state
 
     def _refuse_external(self, name: str, exc: UnknownReplica) -> PoolError:
         try:
@@ -277,7 +280,7 @@ class SupervisorService:
                             "(started with --no-fleet)")
         return self.fleet
 
-    def fleet_start(self) -> dict[str, Any]:
+    def fleet_start(self) -> FleetState:
         fleet = self._fleet()
         if fleet.running:
             raise PoolError("the fleet simulator is already running")
@@ -285,25 +288,25 @@ class SupervisorService:
             fleet.start()
         except Exception as exc:
             raise DependencyError(f"could not start the fleet simulator: {exc}") from None
-        return self._fleet_info() or {}
+        return self._fleet_state()
 
-    def fleet_stop(self) -> dict[str, Any]:
+    def fleet_stop(self) -> FleetState:
         fleet = self._fleet()
         if not fleet.running:
             raise PoolError("the fleet simulator is not running")
         fleet.stop()
-        return self._fleet_info() or {}
+        return self._fleet_state()
 
-    def set_rate(self, rate: float) -> dict[str, Any]:
+    def set_rate(self, rate: float) -> FleetState:
         self._fleet().set_rate(rate)
-        return self._fleet_info() or {}
+        return self._fleet_state()
 
-    def set_streams(self, streams: int) -> dict[str, Any]:
+    def set_streams(self, streams: int) -> FleetState:
         try:
             self._fleet().set_streams(streams)
         except ValueError as exc:
             raise PoolError(str(exc)) from None
-        return self._fleet_info() or {}
+        return self._fleet_state()
 
     def stream_ids(self) -> list[str]:
         from backend.fleet.simulator import stream_ids
@@ -333,7 +336,7 @@ class SupervisorService:
         for sid in streams:
             old, new = partition_for(sid, before), partition_for(sid, partitions)
             if old != new:
-                moved.append((sid, old, new))
+                moved.append(MovedStream(stream=sid, was=old, now=new))
         return PartitionChange(topic=self.config.topic, before=before, after=partitions,
                                moved=tuple(moved), streams_checked=len(streams))
 
@@ -352,6 +355,4 @@ class SupervisorService:
 
 
 def _with_member(r: ReplicaInfo, member: bool, partitions: tuple[int, ...]) -> ReplicaInfo:
-    from dataclasses import replace
-
-    return replace(r, member=member, partitions=tuple(partitions))
+    return r.model_copy(update={"member": member, "partitions": tuple(partitions)})
