@@ -114,9 +114,13 @@ class SpawnGuard:
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         """sys.addaudithook target: raising here stops the spawn before the fork."""
-        if not self.active or event not in ("subprocess.Popen", "os.posix_spawn"):
+        if not self.active or event not in ("subprocess.Popen", "os.posix_spawn",
+                                            "backend.proc.spawn"):
             return
+        # backend.proc.spawn names the real command; Popen's own event shows only the
+        # interpreter of the die-with-parent shim that backend.proc wraps it in
         prog = _program(args[0], args[1]) if event == "subprocess.Popen" \
+            else _program(None, args[0]) if event == "backend.proc.spawn" \
             else _program(args[0], None)
         if prog in self.forbidden:
             self.note(f"{prog} spawned by the test process")
