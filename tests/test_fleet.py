@@ -460,10 +460,10 @@ def test_cli_ctrl_c_flushes_and_exits_cleanly(kafka: KafkaSettings, unique: str,
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--streams", "0"], "must be at least 1"),
-    (["--rate", "fast"], "expected msg/s or 'max'"),
-    (["--rate", "0"], "rate must be > 0"),
-    (["--duration", "-1"], "duration must be > 0"),
+    (["--streams", "0"], "--streams: must be above 0, got 0"),
+    (["--rate", "fast"], "--rate: not a number: 'fast'"),
+    (["--rate", "0"], "--rate: must be above 0, got 0"),
+    (["--duration", "-1"], "--duration: must be above 0, got -1"),
 ])
 def test_cli_bad_arguments_are_one_line_errors(args: list[str], message: str,
                                                procs: list[subprocess.Popen]) -> None:

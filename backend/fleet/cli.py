@@ -8,62 +8,39 @@ import sys
 import time
 from typing import NoReturn
 
-from backend.cli_common import UserError, add_cluster_args
+from backend.cli_common import UserError, add_cluster_args, positive
 from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
 from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS, FLUSH_TIMEOUT_S
 from backend.proc import STOP_BUDGET_S, StopSignals
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _rate(text: str) -> float:
+    """Messages per second above 0, or 'max' for as fast as the broker takes them."""
     if text.lower() in ("max", "unlimited", "inf"):
         return math.inf
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected msg/s or 'max', got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"rate must be > 0 msg/s (or 'max'), got {text}")
-    return value
+    return positive(float)(text)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"duration must be > 0 s, got {text}")
-    return value
+PRODUCE = ("Produce telemetry for N cars (streams car-01, car-02, …; key = stream id, murmur2 "
+           "partitioner) at a total rate. Each stream's seq resumes from the topic. Creates "
+           "the topic if missing. Ctrl-C flushes and exits.")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "produce", help="run the car fleet simulator (keyed telemetry, murmur2)",
-        description="Produce telemetry for N cars (streams car-01, car-02, …; key = stream id, "
-                    "murmur2 partitioner) at a total rate. Each stream's seq resumes from the "
-                    "topic. Creates the topic if missing. Ctrl-C flushes and exits.")
+    p = sub.add_parser("produce", description=PRODUCE,
+                       help="run the car fleet simulator (keyed telemetry, murmur2)")
     add_cluster_args(p)
     p.add_argument("--topic", default=INPUT_TOPIC, help=f"input topic (default {INPUT_TOPIC})")
-    p.add_argument("--streams", type=_positive_int, default=DEFAULT_STREAMS,
+    p.add_argument("--streams", type=positive(int), default=DEFAULT_STREAMS,
                    help=f"number of cars (default {DEFAULT_STREAMS})")
     p.add_argument("--rate", type=_rate, default=DEFAULT_RATE,
                    help=f"total msg/s, or 'max' (default {DEFAULT_RATE:g})")
-    p.add_argument("--partitions", type=_positive_int, default=DEFAULT_PARTITIONS,
+    p.add_argument("--partitions", type=positive(int), default=DEFAULT_PARTITIONS,
                    help=f"partitions if the topic is created (default {DEFAULT_PARTITIONS})")
-    p.add_argument("--replication", type=_positive_int, default=1,
+    p.add_argument("--replication", type=positive(int), default=1,
                    help="replication factor if the topic is created (default 1)")
-    p.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
-    p.add_argument("--count", type=_positive_int, metavar="N", help="stop after N messages")
+    p.add_argument("--duration", type=positive(float), metavar="S", help="stop after S seconds")
+    p.add_argument("--count", type=positive(int), metavar="N", help="stop after N messages")
     p.set_defaults(func=_produce)
 
 

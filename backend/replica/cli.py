@@ -8,6 +8,7 @@ import sys
 
 from backend.cli_common import UserError, add_cluster_args
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,10 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--id", required=True, metavar="NAME", help="replica name (= client.id)")
     p.add_argument("--group", default=DEFAULT_GROUP)
     p.add_argument("--topic", default=INPUT_TOPIC)
-    p.add_argument("--protocol", default="classic", help="classic (default) or consumer (KIP-848)")
-    p.add_argument("--assignor", default=None,
-                   help="classic: range (default), roundrobin, cooperative-sticky; "
-                        "consumer: uniform (default), range")
+    p.add_argument("--protocol", default=DEFAULT_PROTOCOL, choices=list(PROTOCOL_ASSIGNORS),
+                   help="classic, or consumer for KIP-848 (default %(default)s)")
+    p.add_argument("--assignor", default=None, help="; ".join(
+        f"{protocol}: {', '.join(assignors)} (default {assignors[0]})"
+        for protocol, assignors in PROTOCOL_ASSIGNORS.items()))
     p.add_argument("--exactly-once", action="store_true",
                    help="summaries and offsets in one Kafka transaction")
     p.add_argument("--spark-remote", default=None, help="Spark Connect URL (env SPARK_REMOTE)")
