@@ -50,8 +50,11 @@ def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def chromium_page(viewport: tuple[int, int] = (1600, 1000)):
-    """A Playwright page in Debian's Chromium with a fresh profile; closed on exit."""
+def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CHROMIUM):
+    """A Playwright page in Debian's Chromium with a fresh profile; closed on exit.
+
+    `executable` replaces the path Playwright starts, e.g. a script that execs Chromium in a
+    network namespace (tests/room/netns.py)."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
@@ -60,7 +63,7 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000)):
     try:
         with sync_playwright() as pw:
             ctx = pw.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
                 viewport={"width": viewport[0], "height": viewport[1]})
             try:
                 page = ctx.pages[0] if ctx.pages else ctx.new_page()
