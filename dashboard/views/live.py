@@ -17,6 +17,7 @@ from dashboard.figures import throughput_lag_figure
 from dashboard.panels import cards_html, lanes_html
 from dashboard.pollers import Reading, observer_for, supervisor_poller
 from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
+from dashboard.views.room import join_panel, leaderboard_panel
 
 REFRESH_S = 1.0
 # Ownership is what moves in a rebalance; the lanes are cheap to draw, so refresh them twice
@@ -190,10 +191,13 @@ def locator_panel(ctx: ViewContext) -> None:
 def render_live(ctx: ViewContext) -> None:
     """The whole Live view; controls are drawn by the caller (hidden in read-only mode)."""
     header_panel(ctx)
+    if not ctx.read_only and not ctx.watching:  # the Live page, i.e. this stack's own group
+        join_panel()
     left, right = st.columns([3, 2], gap="medium")
     with left:
         lanes_panel(ctx)
     with right:
         members_panel(ctx)
     chart_panel(ctx)
+    leaderboard_panel(ctx)
     locator_panel(ctx)
