@@ -1,5 +1,8 @@
 """Sidebar controls: each widget calls the supervisor's control API through its typed client.
 
+Only the presenter's sessions get them (dashboard/presenter.py decides, from the websocket's
+peer or a room passcode): a viewer's page has no control widget at all, and `_call`, the one
+path to the ControlClient, asks again, so a replayed widget event from a viewer reaches nothing.
 Disabled, with a one-line reason, when the page is read-only, when no supervisor answers, or
 when the group shown is not the one the supervisor manages. A refused call shows the API's
 one-line message; nothing here raises into the page.
@@ -26,8 +29,10 @@ from backend.contracts.control import (
     ScaleAnswer,
 )
 from backend.paths import data_dir
+from dashboard import presenter
 from dashboard.context import ViewContext
 from dashboard.pollers import Reading, supervisor_poller
+from dashboard.presenter import Role, Verdict
 
 MESSAGE_S = 15.0
 
@@ -47,9 +52,15 @@ def disabled_reason(ctx: ViewContext, status: Reading | None) -> str | None:
     return None
 
 
-def _call(label: str, action: Callable[[Any], object]) -> None:
+def _call(label: str, action: Callable[[Any], object]) -> bool:
+    """Run one control action for a presenter session; False (and nothing sent) otherwise."""
+    if presenter.session_role() is not Role.PRESENTER:
+        presenter.log.warning("control action %r refused: viewer session (peer %s)", label,
+                              presenter.session_peer() or "unknown")
+        return False
     from backend.supervisor.client import ControlClient, ControlError
 
+    presenter.log.info("control action %r from a presenter session", label)
     try:
         client = ControlClient.discover(data_dir(), timeout=20.0)
         result = action(client)
@@ -59,6 +70,7 @@ def _call(label: str, action: Callable[[Any], object]) -> None:
         st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(label, result)}",
                                           time.monotonic())
     supervisor_poller(str(data_dir())).poll_now()
+    return True
 
 
 def _summary(label: str, result: object) -> str:
@@ -86,15 +98,42 @@ def _summary(label: str, result: object) -> str:
 
 
 def render_controls(ctx: ViewContext) -> None:
-    """Draw the controls panel (call inside `with st.sidebar:`)."""
+    """Draw the controls panel for the presenter, the passcode box or nothing for a viewer
+    (call inside `with st.sidebar:`)."""
     if ctx.read_only:
         st.caption("Read-only mode: this dashboard only watches.")
         return
-    _controls_panel(ctx)
+    if presenter.session_role() is Role.PRESENTER:
+        _controls_panel(ctx)
+    else:
+        _viewer_panel()
+
+
+def _viewer_panel() -> None:
+    """A viewer's sidebar: no control widget; in room mode, the presenter passcode box."""
+    st.caption("Viewing: the presenter has the controls.")
+    if presenter.room_passcode() is None:
+        return
+    with st.form("gs_passcode_form", clear_on_submit=True, border=False):
+        given = st.text_input("Presenter passcode", type="password", key="gs_passcode",
+                              help="unlocks the controls in this browser tab only")
+        submitted = st.form_submit_button("Unlock", key="gs_unlock")
+    outcome = presenter.try_passcode(given) if submitted else None
+    if outcome is not None and outcome.verdict is Verdict.ACCEPTED:
+        st.rerun()  # draw the page again, now with the controls
+    locked = presenter.passcode_locked_for()
+    if locked > 0:
+        st.error(f"Too many wrong passcodes from this address: locked for {locked:.0f} s.")
+    elif outcome is not None and outcome.verdict is Verdict.WRONG:
+        left = outcome.tries_left
+        st.warning(f"Wrong passcode: {left} more {'try' if left == 1 else 'tries'} before "
+                   f"this address is locked out.")
 
 
 @st.fragment(run_every=2.0)
 def _controls_panel(ctx: ViewContext) -> None:
+    if presenter.session_role() is not Role.PRESENTER:  # asked again at every refresh
+        return
     reading = supervisor_poller(str(data_dir())).latest(wait_s=2.0)
     reason = disabled_reason(ctx, reading)
     off = reason is not None
