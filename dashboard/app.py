@@ -17,6 +17,7 @@ if _ROOT not in sys.path:  # streamlit puts dashboard/ on sys.path, not the repo
 import streamlit as st  # noqa: E402
 
 from dashboard.context import read_only_env  # noqa: E402
+from dashboard.presenter import Role, session_role  # noqa: E402
 from dashboard.theme import CSS  # noqa: E402
 
 st.set_page_config(page_title="groupscope", page_icon=":material/hub:", layout="wide")
@@ -41,5 +42,9 @@ if read_only_env():  # `groupscope watch`: no page with controls at all
 else:
     pages = [st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:",
                      url_path="live", default=True), streams, timeline, watch, status]
+    # the Watch page's form repoints this server at any address and reads any file on it as
+    # client.properties (a bad line is shown: the room's passcode file would be): presenter only
+    if session_role() is not Role.PRESENTER:
+        pages.remove(watch)
 
 st.navigation(pages, position="top").run()

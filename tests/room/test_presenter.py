@@ -13,6 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from backend.contracts.room import PASSCODE_LOCKOUT_S, PASSCODE_TRIES
+from backend.netutil import free_port
 from dashboard import presenter
 from dashboard.presenter import (
     UNKNOWN,
@@ -26,6 +27,7 @@ from dashboard.presenter import (
     passcode_matches,
     peer_role,
 )
+from tests.dashboard.conftest import APP
 from tests.room.conftest import PASSCODE, write_room
 
 SECRET = "s3cret-passcode"
@@ -303,6 +305,27 @@ def test_locked_out_the_right_passcode_is_refused_and_the_page_says_locked(fresh
     at.sidebar.button(key="gs_unlock").click().run()
     assert _ctl_widgets(at) == []
     assert any("locked" in e.value for e in at.sidebar.error)
+
+
+def test_a_viewer_has_no_watch_page_until_the_passcode_unlocks_the_session(
+        fresh_state, monkeypatch) -> None:
+    # the Watch page reads any file on the server as client.properties and shows a bad line
+    monkeypatch.setenv("GROUPSCOPE_BOOTSTRAP", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("SPARK_REMOTE", f"sc://127.0.0.1:{free_port()}")
+    write_room(fresh_state, "192.0.2.2")
+    st.cache_resource.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=30).run()
+        assert not at.exception, at.exception
+        with pytest.raises(ValueError, match="Could not find a navigation page"):
+            at.switch_page("screens/watch.py")
+        at.sidebar.text_input(key="gs_passcode").input(PASSCODE)
+        at.sidebar.button(key="gs_unlock").click().run()
+        at.switch_page("screens/watch.py").run()
+        assert not at.exception, at.exception
+        assert at.title[0].value == "Watch a consumer group"
+    finally:
+        st.cache_resource.clear()  # the Live page's pollers stop with their cache entries
 
 
 def test_a_viewer_session_never_reaches_the_control_client(fresh_state, logged) -> None:
