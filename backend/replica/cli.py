@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from backend.cli_common import UserError, add_cluster_args
@@ -20,14 +21,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--id", required=True, metavar="NAME", help="replica name (= client.id)")
     p.add_argument("--group", default=DEFAULT_GROUP)
     p.add_argument("--topic", default=INPUT_TOPIC)
-    p.add_argument("--protocol", default=DEFAULT_PROTOCOL, choices=list(PROTOCOL_ASSIGNORS),
-                   help="classic, or consumer for KIP-848 (default %(default)s)")
+    # no argparse choices: a wrong protocol is the one-line error of GroupChoice.parse
+    p.add_argument("--protocol", default=DEFAULT_PROTOCOL,
+                   help=f"{' or '.join(PROTOCOL_ASSIGNORS)} (KIP-848); default %(default)s")
     p.add_argument("--assignor", default=None, help="; ".join(
         f"{protocol}: {', '.join(assignors)} (default {assignors[0]})"
         for protocol, assignors in PROTOCOL_ASSIGNORS.items()))
     p.add_argument("--exactly-once", action="store_true",
                    help="summaries and offsets in one Kafka transaction")
     p.add_argument("--spark-remote", default=None, help="Spark Connect URL (env SPARK_REMOTE)")
+    p.add_argument("--spark-token", default=None, metavar="TOKEN",
+                   help="the Spark Connect token of a workshop room (env GROUPSCOPE_SPARK_TOKEN, "
+                        "which keeps it out of the process list)")
     p.add_argument("--batch-ms", type=int, default=1000, help="micro-batch interval (ms)")
     p.add_argument("--batch-max", type=int, default=20_000, help="max records per micro-batch")
     p.add_argument("--feed", choices=("typed", "raw"), default="typed",
@@ -59,11 +64,16 @@ def _replica(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from backend.cluster.properties import KafkaConfigError
     from backend.cluster.settings import ClusterUnreachable
+    from backend.engine.session import ENV_TOKEN, EngineUnavailable, check_engine
 
+    if args.spark_token:  # the session factory reads it from there, in this process only
+        os.environ[ENV_TOKEN] = args.spark_token
     try:
         settings = resolve_settings(args.bootstrap, args.kafka_config)
         settings.check_reachable(timeout=15.0)
-    except (KafkaConfigError, ClusterUnreachable) as exc:
+        if os.environ.get(ENV_TOKEN):  # a room's engine: a wrong token is said now, not later
+            check_engine(args.spark_remote, timeout=15.0)
+    except (KafkaConfigError, ClusterUnreachable, EngineUnavailable) as exc:
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
     cfg = ReplicaConfig(name=args.id, group=args.group, topic=args.topic, choice=choice,
