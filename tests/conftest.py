@@ -95,8 +95,8 @@ def spark_factory() -> Iterator[Callable[..., SparkConnectServer]]:
     the same port (pass `port`). Teardown stops any that still runs."""
     made: list[SparkConnectServer] = []
 
-    def make(work_dir: Path, port: int | None = None) -> SparkConnectServer:
-        server = SparkConnectServer(work_dir, port=port or free_port())
+    def make(work_dir: Path, port: int | None = None, **kw: Any) -> SparkConnectServer:
+        server = SparkConnectServer(work_dir, port=port or free_port(), **kw)
         made.append(server)
         return server
 

@@ -34,6 +34,7 @@ class SparkConnectServer:
     host: str = "127.0.0.1"
     driver_memory: str = "1g"
     shuffle_partitions: int = 2
+    token: str | None = field(default=None, repr=False)  # required of every client when set
     _service: ServiceProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -42,7 +43,9 @@ class SparkConnectServer:
 
     @property
     def remote(self) -> str:
-        return f"sc://{self.host}:{self.port}"
+        """Where local clients reach it (loopback when it listens on every interface)."""
+        host = "127.0.0.1" if self.host == "0.0.0.0" else self.host
+        return f"sc://{host}:{self.port}"
 
     @property
     def log_file(self) -> Path:
@@ -54,8 +57,9 @@ class SparkConnectServer:
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.connect.grpc.binding.address": self.host,
-            "spark.driver.host": self.host,
-            "spark.driver.bindAddress": self.host,
+            # the driver's own RPC stays on loopback whatever address gRPC listens on
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
             "spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.local.dir": str(Path(self.work_dir) / "tmp"),
             "spark.sql.warehouse.dir": str(Path(self.work_dir) / "warehouse"),
@@ -81,8 +85,11 @@ class SparkConnectServer:
     def start(self, timeout: float = 120.0, warm_up: bool = True) -> SparkConnectServer:
         ensure_port_free(self.host, self.port, "Spark Connect server")
         Path(self.work_dir).mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=self.host)
+        env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1")
         env.pop("SPARK_REMOTE", None)  # the server itself must not try to be a client
+        env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+        if self.token:  # read by the server; an environment variable, not a visible argument
+            env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
         self._service.spawn(self.command(), self.log_file, cwd=self.work_dir, env=env)
         self.wait_ready(timeout, warm_up)
         return self
@@ -97,7 +104,8 @@ class SparkConnectServer:
         from backend.engine.session import check_engine
 
         self._service.wait_ready(
-            lambda: bool(check_engine(self.remote, warm_up=warm_up, timeout=10.0)),
+            lambda: bool(check_engine(self.remote, warm_up=warm_up, timeout=10.0,
+                                      token=self.token)),
             timeout, f"port {self.port}", interval=0.5)
 
     def stop(self, timeout: float = 30.0) -> int | None:

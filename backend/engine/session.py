@@ -9,9 +9,13 @@ import contextlib
 import os
 import warnings
 
+from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
 from backend.engine.server import DEFAULT_PORT
 
 ENV_REMOTE = "SPARK_REMOTE"
+# The room's Spark Connect token. Not SPARK_CONNECT_AUTHENTICATE_TOKEN: pyspark reads that one
+# itself and then insists on TLS for any host but "localhost", which the embedded server lacks.
+ENV_TOKEN = "GROUPSCOPE_SPARK_TOKEN"
 
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
 
@@ -26,18 +30,78 @@ def spark_remote(remote: str | None = None) -> str:
     return remote or os.environ.get(ENV_REMOTE) or f"sc://127.0.0.1:{port}"
 
 
-def connect(remote: str | None = None):
+def spark_token(token: str | None = None) -> str | None:
+    """Explicit > GROUPSCOPE_SPARK_TOKEN > the room's token file when this process belongs to
+    a room's stack (`up --room` sets the room address for all of them) > none."""
+    found = token or os.environ.get(ENV_TOKEN)
+    if found or not os.environ.get(ENV_ROOM_ADDRESS):
+        return found or None
+    from backend.paths import data_dir
+
+    return read_secret(data_dir(), SPARK_TOKEN_FILE)
+
+
+def connect(remote: str | None = None, token: str | None = None):
     """A fresh Spark Connect session (its own server-side session id)."""
     from pyspark.sql import SparkSession
 
     url = spark_remote(remote)
+    token = spark_token(token)
     try:
+        if token:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            return ConnectSession.builder.channelBuilder(_bearer_channel(url, token)).create()
         return SparkSession.builder.remote(url).create()
     except Exception as exc:
-        raise EngineUnavailable(f"cannot open a Spark Connect session at {url}: {exc}") from exc
+        raise EngineUnavailable(f"cannot open a Spark Connect session at {url}: "
+                                f"{_without(token, exc)}") from None
 
 
-def check_engine(remote: str | None = None, warm_up: bool = False, timeout: float = 10.0) -> str:
+def _bearer_channel(url: str, token: str):
+    """A plaintext gRPC channel that sends `authorization: Bearer <token>` with every call:
+    what the server's pre-shared-key check reads. pyspark's own `token=` would switch to TLS,
+    which a Spark Connect server does not speak by itself."""
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    class BearerChannelBuilder(DefaultChannelBuilder):
+        @property
+        def token(self) -> str | None:  # keeps pyspark from choosing TLS
+            return None
+
+    builder = BearerChannelBuilder(url)
+    builder.set("authorization", f"Bearer {token}")  # a non-reserved param is sent as metadata
+    return builder
+
+
+def _grpc_status(exc: BaseException) -> str:
+    """The gRPC status name behind an error, looking through pyspark's wrapping."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        code = getattr(seen, "code", None)
+        if callable(code):
+            return str(getattr(code(), "name", ""))
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
+def _without(secret: str | None, exc: BaseException) -> str:
+    """An error as one line, the token blanked out should a library ever echo it; a refused
+    token says what to do about it."""
+    name = _grpc_status(exc)
+    if name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return ("the engine refused this client's token (" + name + "): pass the room's Spark "
+                "token with --spark-token or GROUPSCOPE_SPARK_TOKEN")
+    details = getattr(exc, "details", None)
+    text = details() if callable(details) else str(exc)
+    text = (text or type(exc).__name__).strip().splitlines()[0]
+    return text.replace(secret, "***") if secret else text
+
+
+def check_engine(remote: str | None = None, warm_up: bool = False, timeout: float = 10.0,
+                 token: str | None = None) -> str:
     """Run a real query; return the engine's Spark version or raise EngineUnavailable.
 
     The gRPC channel retries for a long time by default; a TCP probe first bounds the wait
@@ -52,7 +116,7 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
     host, port = parsed.hostname or "127.0.0.1", parsed.port or DEFAULT_PORT
     if not port_open(host, port, timeout=min(timeout, 2.0)):
         raise EngineUnavailable(f"nothing is listening at {url}")
-    session = connect(url)
+    session = connect(url, token)
     try:
         total = session.range(100).selectExpr("sum(id) AS s").collect()[0]["s"]
         if total != 4950:
@@ -65,7 +129,8 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
     except EngineUnavailable:
         raise
     except Exception as exc:
-        raise EngineUnavailable(f"Spark at {url} failed a test query: {exc}") from exc
+        raise EngineUnavailable(f"Spark at {url} failed a test query: "
+                                f"{_without(spark_token(token), exc)}") from None
     finally:
         with contextlib.suppress(Exception):
             session.stop()
