@@ -1,0 +1,300 @@
+"""Presenter and viewers in real browsers: a real `groupscope web` on every interface, the
+presenter's Chromium on this host, a participant's Chromium inside a network namespace (a
+laptop on the room's LAN), and the room files `up --room` writes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+from backend.contracts.room import ENV_ROOM_ADDRESS, PASSCODE_TRIES
+from backend.netutil import free_port, wait_until
+from dashboard.presenter import ENV_LOCKOUT_S
+from tests.dashboard.browser import web_server
+from tests.room.conftest import PASSCODE, write_room
+from tests.room.netns import Laptop
+
+LOCKOUT_S = 30  # the lock-out window of these tests' server (ENV_LOCKOUT_S)
+KEEP_SOCKETS_JS = """
+(() => {
+  const Native = window.WebSocket;
+  window.__gsSockets = [];
+  window.WebSocket = class extends Native {
+    constructor(...args) { super(...args); window.__gsSockets.push(this); }
+  };
+})();
+"""
+SEND_JS = """
+bytes => {
+  const open = window.__gsSockets.filter(s => s.readyState === 1);
+  open[open.length - 1].send(new Uint8Array(bytes));
+  return open.length;
+}
+"""
+CTL_KEYS_JS = """
+() => [...document.querySelectorAll('[class*="st-key-ctl_"]')]
+        .map(e => [...e.classList].find(c => c.startsWith('st-key-ctl_')).slice(7))
+"""
+HEALTH = "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read())"
+
+
+@dataclass
+class Wire:
+    """The Streamlit protocol messages one page's websockets carried, both ways."""
+
+    received: list[ForwardMsg] = field(default_factory=list)
+    sent: list[BackMsg] = field(default_factory=list)
+
+    def attach(self, page: Any) -> None:
+        def on_socket(ws: Any) -> None:
+            ws.on("framereceived", lambda data: self._keep(data, ForwardMsg, self.received))
+            ws.on("framesent", lambda data: self._keep(data, BackMsg, self.sent))
+
+        page.on("websocket", on_socket)
+
+    @staticmethod
+    def _keep(data: object, kind: type, into: list) -> None:
+        if isinstance(data, bytes):
+            msg = kind()
+            msg.ParseFromString(data)
+            into.append(msg)
+
+    def element(self, key: str) -> tuple[str, str] | None:
+        """(widget id, fragment id) of the last element drawn with user key `key`."""
+        for msg in reversed(self.received):
+            if msg.WhichOneof("type") != "delta" or \
+                    msg.delta.WhichOneof("type") != "new_element":
+                continue
+            element = msg.delta.new_element
+            widget = getattr(element, element.WhichOneof("type") or "", None)
+            widget_id = getattr(widget, "id", "")
+            if isinstance(widget_id, str) and widget_id.endswith(f"-{key}"):
+                return widget_id, msg.delta.fragment_id
+        return None
+
+    def full_runs_since(self, page: Any, index: int) -> int:
+        """Script runs started after message `index`. Playwright's sync API delivers frame
+        events only while it is called, so this lets the page run a moment first."""
+        page.wait_for_timeout(100)
+        return sum(1 for m in self.received[index:] if m.WhichOneof("type") == "new_session")
+
+    def last_full_rerun(self) -> BackMsg:
+        runs = [m for m in self.sent if m.WhichOneof("type") == "rerun_script"
+                and not m.rerun_script.fragment_id]
+        assert runs, "the page sent no rerun request"
+        return runs[-1]
+
+
+@dataclass
+class Room:
+    url: str  # loopback, as the presenter's browser opens it
+    room_url: str  # the host's address on the room LAN, as a laptop opens it
+    log: Path
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def room_server(laptop: Laptop, tmp_path: Path, **env: str) -> Iterator[Room]:
+    """`groupscope web` as a room serves it (every interface) with a room's data dir; yields
+    its two URLs once the laptop can reach it too."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_room(data, laptop.host_address)
+    full_env = {"GROUPSCOPE_DATA": str(data), "GROUPSCOPE_READONLY": "",
+                ENV_ROOM_ADDRESS: laptop.host_address,  # as `up --room` sets it: every interface
+                "GROUPSCOPE_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+                "SPARK_REMOTE": f"sc://127.0.0.1:{free_port()}", "GROUPSCOPE_GROUP": "room-test",
+                **env}
+    log = tmp_path / "web.log"
+    with web_server(full_env, log) as url:
+        room_url = f"http://{laptop.host_address}:{url.rsplit(':', 1)[1]}"
+        done = laptop.run([sys.executable, "-c", HEALTH, f"{room_url}/_stcore/health"],
+                          timeout=30, capture_output=True, text=True)
+        assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+        yield Room(url, room_url, log)
+
+
+def ctl_keys(page: Any) -> list[str]:
+    return page.evaluate(CTL_KEYS_JS)
+
+
+def live_page_shown(page: Any) -> bool:
+    body = page.inner_text("body")
+    return "Stream locator" in body and "Replicas" in body
+
+
+def passcode_box(page: Any) -> Any:
+    return page.locator(".st-key-gs_passcode input")
+
+
+def send(page: Any, msg: BackMsg) -> None:
+    """Put `msg` on the page's own websocket, as a hand-crafted client would."""
+    assert page.evaluate(SEND_JS, list(msg.SerializeToString())) >= 1
+
+
+def with_trigger(rerun: BackMsg, widget_id: str) -> BackMsg:
+    """A copy of a full-page rerun request that also says "button `widget_id` was clicked"."""
+    forged = BackMsg()
+    forged.CopyFrom(rerun)
+    forged.rerun_script.is_auto_rerun = False
+    forged.rerun_script.widget_states.widgets.append(WidgetState(id=widget_id,
+                                                                 trigger_value=True))
+    return forged
+
+
+def try_passcode(page: Any, passcode: str) -> None:
+    passcode_box(page).fill(passcode)
+    page.locator(".st-key-gs_unlock button").click()
+
+
+def shot(page: Any, artifacts_dir: Path, name: str) -> None:
+    page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
+
+
+def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_nothing(
+        chromium: Callable[..., Any], laptop_chromium: Callable[..., Any], laptop: Laptop,
+        artifacts_dir: Path, tmp_path: Path) -> None:
+    with room_server(laptop, tmp_path) as room:
+        # the presenter: this host's browser, on loopback and on the room address alike
+        wire = Wire()
+        with chromium() as page:
+            wire.attach(page)
+            page.goto(room.url)
+            wait_until(lambda: "ctl_start" in ctl_keys(page) and live_page_shown(page), 90,
+                       what="the presenter's controls on the Live page")
+            assert page.get_by_role("button", name="Kill").count() >= 1
+            assert passcode_box(page).count() == 0
+            assert page.get_by_role("link", name="Watch").count() == 1
+            shot(page, artifacts_dir, "room-presenter")
+            start = wire.element("ctl_start")
+            assert start is not None, "no ctl_start button on the presenter's wire"
+            page.goto(room.room_url)
+            wait_until(lambda: "ctl_start" in ctl_keys(page), 60,
+                       what="controls for this host's browser on the room address")
+
+        # a participant's laptop
+        seen = Wire()
+        with laptop_chromium() as page:
+            page.add_init_script(KEEP_SOCKETS_JS)
+            seen.attach(page)
+            page.goto(room.room_url)
+            wait_until(lambda: live_page_shown(page) and
+                       passcode_box(page).count() == 1, 90,
+                       what="the Live page and the passcode box on the laptop")
+            assert ctl_keys(page) == []
+            for name in ("Kill", "Stop", "Start", "Scale", "Add partitions"):
+                assert page.get_by_role("button", name=name).count() == 0, name
+            assert PASSCODE not in page.content()
+            # no Watch page: its form would read any file on the server, the passcode's too
+            assert page.get_by_role("link", name="Watch").count() == 0
+            assert page.get_by_role("link", name="Streams").count() == 1
+            shot(page, artifacts_dir, "room-viewer")
+
+            # replay the presenter's "Start" on the laptop's own websocket: a full rerun that
+            # carries its trigger, then a rerun of the presenter's controls fragment. The first
+            # also submits the laptop's own passcode form with a guess, to show that a forged
+            # click on a widget the session does have is acted on: one wrong try is logged
+            widget_id, fragment_id = start
+            box, unlock = seen.element("gs_passcode"), seen.element("gs_unlock")
+            assert box is not None and unlock is not None
+            plain = BackMsg()
+            plain.CopyFrom(seen.last_full_rerun())
+            forged = with_trigger(with_trigger(plain, unlock[0]), widget_id)
+            forged.rerun_script.widget_states.widgets.append(
+                WidgetState(id=box[0], string_value="forged-guess"))
+            mark = len(seen.received)
+            send(page, forged)
+            wait_until(lambda: seen.full_runs_since(page, mark) >= 1, 30,
+                       what="the server running the forged request")
+            forged = with_trigger(plain, widget_id)
+            forged.rerun_script.fragment_id = fragment_id
+            send(page, forged)
+            mark = len(seen.received)  # the session handles requests in order: once a plain
+            send(page, plain)  # rerun sent after it has run, the fragment one was dealt with
+            wait_until(lambda: seen.full_runs_since(page, mark) >= 1, 30,
+                       what="the rerun sent after the forged ones")
+            wait_until(lambda: live_page_shown(page), 30, what="the Live page after the replay")
+            assert ctl_keys(page) == []
+            assert seen.element("ctl_start") is None and seen.element("ctl_kill") is None
+
+            page.goto(f"{room.room_url}/watch")
+            wait_until(lambda: live_page_shown(page), 60, what="the default page instead")
+            assert "client.properties" not in page.inner_text("body")
+
+        log = room.log_text()
+        assert log.count(f"wrong presenter passcode from {laptop.laptop_address}") == 1, log
+        assert "control action" not in log, log  # no ControlClient call, not even refused
+        assert PASSCODE not in log and "forged-guess" not in log
+
+
+def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_unlocks_it(
+        laptop_chromium: Callable[..., Any], laptop: Laptop, artifacts_dir: Path,
+        tmp_path: Path) -> None:
+    refused = f"presenter passcode refused from {laptop.laptop_address}: locked out"
+
+    def refusals(count: int) -> Callable[[], bool]:
+        return lambda: room.log_text().count(refused) == count
+
+    with room_server(laptop, tmp_path, **{ENV_LOCKOUT_S: str(LOCKOUT_S)}) as room:
+        with laptop_chromium() as page:
+            page.add_init_script(KEEP_SOCKETS_JS)
+            page.goto(room.room_url)
+            passcode_box(page).wait_for(timeout=90_000)
+            for i in range(1, PASSCODE_TRIES):
+                try_passcode(page, f"wrong-{i}")
+                left = PASSCODE_TRIES - i
+                page.get_by_text(f"Wrong passcode: {left} more "
+                                 f"{'try' if left == 1 else 'tries'}").wait_for(timeout=30_000)
+            try_passcode(page, f"wrong-{PASSCODE_TRIES}")
+            page.get_by_text("Too many wrong passcodes from this address: locked for") \
+                .wait_for(timeout=30_000)
+            locked_at = time.monotonic()
+
+            # locked: the right passcode is refused, and still after a forged "clear cache"
+            try_passcode(page, PASSCODE)
+            wait_until(refusals(1), 30, what="the first refusal")
+            send(page, BackMsg(clear_cache=True))
+            try_passcode(page, PASSCODE)
+            wait_until(refusals(2), 30, what="the refusal after clearing the cache")
+            assert ctl_keys(page) == []
+
+        # a new browser session from the same address is locked out as well
+        with laptop_chromium() as page:
+            page.goto(room.room_url)
+            page.get_by_text("Too many wrong passcodes from this address: locked for") \
+                .wait_for(timeout=60_000)
+            try_passcode(page, PASSCODE)
+            wait_until(refusals(3), 30, what="the refusal in a new session")
+            assert time.monotonic() - locked_at < LOCKOUT_S, "too slow to test in the window"
+            assert ctl_keys(page) == []
+            log = room.log_text()
+            assert log.count(f"wrong presenter passcode from {laptop.laptop_address}") \
+                == PASSCODE_TRIES
+            assert log.count(f"presenter passcode locked for {laptop.laptop_address}") == 1
+
+            # once the window has passed, the right passcode unlocks this tab, and only it
+            wait_until(lambda: time.monotonic() - locked_at > LOCKOUT_S + 0.5, LOCKOUT_S + 5,
+                       what="the end of the lock-out window")
+            try_passcode(page, PASSCODE)
+            wait_until(lambda: "ctl_start" in ctl_keys(page), 60,
+                       what="controls on the laptop after the right passcode")
+            assert passcode_box(page).count() == 0
+            shot(page, artifacts_dir, "room-viewer-unlocked")
+            other = page.context.new_page()
+            other.goto(room.room_url)
+            passcode_box(other).wait_for(timeout=60_000)
+            assert ctl_keys(other) == []
+        log = room.log_text()
+        assert f"presenter passcode accepted from {laptop.laptop_address}" in log
+        assert PASSCODE not in log and "wrong-1" not in log
