@@ -304,6 +304,11 @@ def session_role() -> Role:
     return Role.VIEWER
 
 
+def is_presenter() -> bool:
+    """Whether this session may act as the presenter (controls, revealing the Spark token)."""
+    return session_role() is Role.PRESENTER
+
+
 def try_passcode(given: str) -> Attempt:
     """Check a passcode typed in this session; on success this session becomes a presenter."""
     peer = session_peer()

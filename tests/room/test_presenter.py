@@ -332,6 +332,7 @@ def test_a_viewer_session_never_reaches_the_control_client(fresh_state, logged) 
     from dashboard.controls import _call
 
     reached: list[object] = []
-    assert _call("start", reached.append) is False  # no session, no peer: a viewer
+    assert not presenter.is_presenter()  # no session, no peer: a viewer
+    assert _call("start", reached.append) is False
     assert reached == []
     assert "control action 'start' refused: viewer session" in logged.text
