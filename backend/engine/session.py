@@ -51,6 +51,9 @@ def connect(remote: str | None = None, token: str | None = None):
         if token:
             from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+            # what SparkSession.builder.remote() sets: pyspark.sql.functions and friends then
+            # build Connect expressions instead of looking for a local SparkContext
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
             return ConnectSession.builder.channelBuilder(_bearer_channel(url, token)).create()
         return SparkSession.builder.remote(url).create()
     except Exception as exc:

@@ -13,6 +13,10 @@ PROBE = ("import sys; from backend.engine.session import check_engine, EngineUna
          "try:\n"
          "    version = check_engine(sys.argv[1], timeout=20.0, token=sys.argv[2] or None)\n"
          "    print('version', version)\n"
+         "    import os; os.environ['GROUPSCOPE_SPARK_TOKEN'] = sys.argv[2]\n"
+         "    from backend.replica.spark_summary import SparkSummariser\n"
+         "    SparkSummariser(sys.argv[1]).warm_up(typed=True)  # a replica's real query\n"
+         "    print('summarised')\n"
          "except EngineUnavailable as exc:\n"
          "    print('refused', exc); sys.exit(3)\n")
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +40,6 @@ def test_the_engine_on_the_room_address_needs_the_token(spark_factory, laptop: L
     assert code == 3 and "UNAUTHENTICATED" in out, out
     assert "not-the-token" not in out and TOKEN not in out
     code, out = probe(TOKEN)
-    assert code == 0 and out.startswith("version 4."), out
+    assert code == 0 and out.startswith("version 4.") and "summarised" in out, out
     # and the token never travels on the server's command line, where `ps` would show it
     assert TOKEN not in " ".join(server.process.args)
