@@ -41,3 +41,10 @@ def fresh_pollers() -> Iterator[None]:
         yield
     finally:
         st.cache_resource.clear()
+
+
+@pytest.fixture
+def as_presenter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest sessions have no websocket, so no peer address, which makes them viewers;
+    this one is the presenter's own loopback browser (tests/room covers real peers)."""
+    monkeypatch.setattr("dashboard.presenter.session_peer", lambda: "127.0.0.1")

@@ -11,7 +11,7 @@ from tests.dashboard.conftest import APP
 
 
 def test_add_partitions_from_the_sidebar_reaches_the_cluster(
-        monkeypatch, broker, kafka, unique, tmp_path, fresh_pollers):
+        monkeypatch, broker, kafka, unique, tmp_path, fresh_pollers, as_presenter):
     group, topic = f"ctl-{unique}", f"ctl-topic-{unique}"
     env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "GROUPSCOPE_BOOTSTRAP": "",
            "GROUPSCOPE_KAFKA_CONFIG": "", "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}

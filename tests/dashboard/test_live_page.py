@@ -30,7 +30,7 @@ def members(kafka, unique):
 
 
 def test_live_page_shows_owners_streams_and_idle_warning(
-        monkeypatch, broker, members, tmp_path, fresh_pollers):
+        monkeypatch, broker, members, tmp_path, fresh_pollers, as_presenter):
     topic, group, keys, _ = members
     for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "GROUPSCOPE_READONLY"):
         monkeypatch.delenv(key, raising=False)

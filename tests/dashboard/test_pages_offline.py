@@ -30,7 +30,7 @@ def test_page_renders_without_a_cluster(offline, page):
     assert not at.exception, at.exception
 
 
-def test_live_page_shows_the_observer_error_in_place(offline):
+def test_live_page_shows_the_observer_error_in_place(offline, as_presenter):
     at = AppTest.from_file(APP, default_timeout=30)
 
     def error_shown():
