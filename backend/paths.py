@@ -22,3 +22,15 @@ def data_dir() -> Path:
     root = Path(base) if base else Path.cwd() / ".groupscope"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write via a 0600 temp file and rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

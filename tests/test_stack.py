@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import subprocess
@@ -79,6 +80,10 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
             assert r.read().decode().strip() == "ok"
         assert any(f"http://localhost:{web_port}" in line for line in lines)
         assert len(_processes_with_marker(marker)) >= 4  # up, broker, spark, backend, web …
+        # without --room, nothing of the stack listens beyond this machine
+        listening = _listening(_processes_with_marker(marker))
+        assert {port for _, port in listening} >= {web_port}, listening
+        assert all(_loopback(host) for host, _ in listening), listening
 
         t0 = time.monotonic()
         up.send_signal(signal.SIGINT)  # what Ctrl-C delivers
@@ -95,6 +100,25 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
             os.killpg(up.pid, signal.SIGKILL)
         for pid in _processes_with_marker(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def _loopback(host: str) -> bool:
+    """127.0.0.0/8 or ::1, also as an IPv4-mapped IPv6 address (a JVM's sockets show so)."""
+    address = ipaddress.ip_address(host)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def _listening(pids: list[int]) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket these processes listen on."""
+    found = []
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        found += [(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
+    return sorted(set(found))
 
 
 def test_procfile_lists_the_design_process_types_and_honcho_accepts_it():

@@ -86,6 +86,10 @@ class EmbeddedBroker:
     # enforced by StandardAuthorizer; `sasl_admin` is the super user the broker itself uses.
     sasl_users: dict[str, str] | None = field(default=None, repr=False)
     sasl_admin: str = "admin"
+    # a workshop room: a second listener on this LAN address, advertised as such, so another
+    # machine bootstrapping from it is handed addresses it can reach
+    room_address: str | None = None
+    room_port: int | None = None
     _service: ServiceProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +158,11 @@ class EmbeddedBroker:
         }
         if self.sasl_users is not None:
             props.update(self._sasl_properties())
+        elif self.room_address:
+            room = f"ROOM://{self.room_address}:{self.room_port}"
+            props["listeners"] += f",{room}"
+            props["advertised.listeners"] += f",{room}"
+            props["listener.security.protocol.map"] += ",ROOM:PLAINTEXT"
         props.update(self.extra_properties)
         return props
 
@@ -230,6 +239,8 @@ class EmbeddedBroker:
     def start(self, timeout: float = 60.0) -> EmbeddedBroker:
         ensure_port_free(self.host, self.port, "Kafka broker")
         ensure_port_free(self.host, self.controller_port, "Kafka controller")
+        if self.room_address:
+            ensure_port_free(self.room_address, self.room_port or 0, "Kafka room listener")
         config = self._write_config()
         self._format_storage(config)
         self._service.spawn(self._java("kafka.Kafka", str(config)), self.data_dir / "broker.out")

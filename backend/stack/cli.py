@@ -17,6 +17,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "be ready, print the dashboard URL; Ctrl-C stops all of it.")
     add_cluster_args(p)
     p.add_argument("--spark-remote", help="external Spark Connect URL (env SPARK_REMOTE)")
+    p.add_argument("--room", action="store_true",
+                   help="a workshop room: open the broker, Spark (with a token) and the "
+                        "dashboard on this machine's LAN address; only this machine's own "
+                        "browser (or the passcode printed here) gets the controls")
+    p.add_argument("--room-address", metavar="IP",
+                   help="the room's address of this machine (default: the address of the "
+                        "default route's interface); implies --room")
     p.set_defaults(func=_up)
 
     p = sub.add_parser("broker", help="run the embedded Kafka broker in the foreground",
@@ -48,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", help="consumer group to open (default: pick on the page)")
     p.add_argument("--port", type=int, default=None,
                    help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="address to serve on (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 for every interface)")
     p.set_defaults(func=_watch)
 
     p = sub.add_parser("soak", help="run the stack, kill replicas on a timer, check for leaks",
@@ -91,7 +101,8 @@ def _broker(args: argparse.Namespace) -> int:
         return _idle_until_signal("external Kafka configured: no embedded broker started")
     cfg = StackConfig.from_env()
     broker = EmbeddedBroker(args.data_dir or data_dir() / "broker",
-                            port=args.port or cfg.kafka_port)
+                            port=args.port or cfg.kafka_port, room_address=cfg.room_address,
+                            room_port=cfg.room_kafka if cfg.room_address else None)
     return broker.run_foreground()
 
 
@@ -102,14 +113,31 @@ def _spark(args: argparse.Namespace) -> int:
     cfg = StackConfig.from_env()
     if cfg.external_spark:
         return _idle_until_signal(f"SPARK_REMOTE={cfg.spark_remote}: no embedded Spark started")
-    server = SparkConnectServer(data_dir() / "spark", port=args.port or cfg.spark_port)
+    server = SparkConnectServer(data_dir() / "spark", port=args.port or cfg.spark_port,
+                                host=cfg.spark_address, token=_room_spark_token(cfg))
     return server.run_foreground()
+
+
+def _room_spark_token(cfg) -> str | None:
+    """In a room, the token every Spark Connect client must bring; refuses to open Spark to
+    the room without one."""
+    from backend.cli_common import UserError
+    from backend.contracts.room import SPARK_TOKEN_FILE, read_secret
+
+    if not cfg.room_address:
+        return None
+    token = read_secret(data_dir(), SPARK_TOKEN_FILE)
+    if not token:
+        raise UserError(f"room mode without {data_dir() / SPARK_TOKEN_FILE}: start the room "
+                        f"with `groupscope up --room`")
+    return token
 
 
 def _web(args: argparse.Namespace) -> int:
     from backend.stack.config import StackConfig
 
-    return _exec_dashboard(args.port or StackConfig.from_env().web_port)
+    cfg = StackConfig.from_env()
+    return _exec_dashboard(args.port or cfg.web_port, cfg.web_address)
 
 
 def _watch(args: argparse.Namespace) -> int:
@@ -126,16 +154,18 @@ def _watch(args: argparse.Namespace) -> int:
     if args.group:
         os.environ["GROUPSCOPE_GROUP"] = args.group
     port = args.port or StackConfig.from_env().web_port
-    print(f"watching {settings.describe()} read-only at http://localhost:{port}", flush=True)
-    return _exec_dashboard(port)
+    shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
+    print(f"watching {settings.describe()} read-only at http://{shown}:{port}"
+          + (" (and on every interface)" if args.address == "0.0.0.0" else ""), flush=True)
+    return _exec_dashboard(port, args.address)
 
 
-def _exec_dashboard(port: int) -> int:
+def _exec_dashboard(port: int, address: str) -> int:
     from backend.stack.procfile import REPO_ROOT
 
     app = REPO_ROOT / "dashboard" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app),
-           f"--server.port={port}", "--server.headless=true",
+           f"--server.port={port}", f"--server.address={address}", "--server.headless=true",
            "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
     os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
     os.execv(sys.executable, cmd)
@@ -151,4 +181,36 @@ def _up(args: argparse.Namespace) -> int:
         os.environ["GROUPSCOPE_KAFKA_CONFIG"] = str(Path(args.kafka_config).resolve())
     if args.spark_remote:
         os.environ["SPARK_REMOTE"] = args.spark_remote
+    if args.room or args.room_address:
+        return _up_room(args)
     return StackLauncher().run()
+
+
+def _up_room(args: argparse.Namespace) -> int:
+    """The stack opened to the room: the room's files first (secrets, wheel, room.json),
+    then every process with the room address in its environment."""
+    from backend.cli_common import UserError
+    from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+    from backend.contracts.room import ENV_ROOM_ADDRESS
+    from backend.stack import room
+    from backend.stack.config import StackConfig
+    from backend.stack.launcher import StackLauncher
+
+    if args.bootstrap or args.spark_remote:
+        raise UserError("--room opens the embedded broker and Spark to the room; it does "
+                             "not combine with --bootstrap or --spark-remote")
+    address = room.check_room_address(args.room_address or room.default_room_address())
+    os.environ[ENV_ROOM_ADDRESS] = address
+    cfg = StackConfig.from_env()
+    data = data_dir()
+    info, passcode = room.open_room(
+        data, address, kafka_port=cfg.room_kafka, spark_port=cfg.spark_port,
+        web_port=cfg.web_port, topic=INPUT_TOPIC, group=DEFAULT_GROUP)
+    print(f"room on {address}: participants open {info.dashboard_url} and bootstrap from "
+          f"{info.bootstrap}\npresenter: http://localhost:{cfg.web_port} on this machine, or "
+          f"passcode {passcode} from another device (also in {data / 'room.passcode'}, 0600)",
+          flush=True)
+    try:
+        return StackLauncher(cfg).run()
+    finally:
+        room.close_room(data)

@@ -92,7 +92,8 @@ class StackLauncher:
         print(text, file=self.out, flush=True)
 
     def start(self, kind: ProcessType) -> RunningProcess:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # children run from the repository; they must still share this launcher's data dir
+        env = dict(os.environ, PYTHONUNBUFFERED="1", GROUPSCOPE_DATA=str(data_dir().resolve()))
         env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env.get('PATH', '')}"
         popen = spawn(
             ["/bin/sh", "-c", f"exec {kind.command}"],

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from backend.paths import write_private
+
 CONTROL_FILE = "control.json"
 TOKEN_FILE = "control.token"
 
@@ -49,18 +51,6 @@ def token_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write via a 0600 temp file and rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 def write_control_files(data_dir: Path, url: str, token: str, pid: int | None = None,
                         bootstrap: str | None = None, kafka_config: str | None = None) -> None:
     """Publish the endpoint in `data_dir`, and the data directory in the per-user list of
@@ -68,13 +58,13 @@ def write_control_files(data_dir: Path, url: str, token: str, pid: int | None = 
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     pid = pid or os.getpid()
-    _write_private(data_dir / TOKEN_FILE, token + "\n")
-    _write_private(data_dir / CONTROL_FILE, json.dumps(
+    write_private(data_dir / TOKEN_FILE, token + "\n")
+    write_private(data_dir / CONTROL_FILE, json.dumps(
         {"url": url, "pid": pid, "bootstrap": bootstrap,
          "kafka_config": str(Path(kafka_config).resolve()) if kafka_config else None}) + "\n")
     running = _running_dir()
     running.mkdir(parents=True, exist_ok=True)
-    _write_private(running / f"{pid}.json", json.dumps({"data_dir": str(data_dir)}) + "\n")
+    write_private(running / f"{pid}.json", json.dumps({"data_dir": str(data_dir)}) + "\n")
 
 
 def remove_control_files(data_dir: Path, pid: int | None = None) -> None:
