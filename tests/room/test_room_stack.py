@@ -30,13 +30,15 @@ UP_TIMEOUT_S = 300.0
 
 @pytest.mark.timeout(900)
 def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
-        stack: str, laptop: Laptop, tmp_path: Path) -> None:
+        stack: str, laptop: Laptop, laptop_chromium, chromium, artifacts_dir: Path,
+        tmp_path: Path) -> None:
     data = tmp_path / "data"
     kafka_port, room_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "SPARK_REMOTE")}
+    web_port = free_port()
     env.update(GROUPSCOPE_DATA=str(data), GROUPSCOPE_KAFKA_PORT=str(kafka_port),
-               GROUPSCOPE_SPARK_PORT=str(free_port()), GROUPSCOPE_WEB_PORT=str(free_port()),
+               GROUPSCOPE_SPARK_PORT=str(free_port()), GROUPSCOPE_WEB_PORT=str(web_port),
                GROUPSCOPE_ROOM_KAFKA_PORT=str(room_port), PYTHONPATH=str(REPO))
     up = spawn([sys.executable, "-m", "backend.cli", "up", "--room-address",
                 laptop.host_address], env=env, cwd=REPO, stdout=subprocess.PIPE,
@@ -95,8 +97,9 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
 
         # the presenter kills a replica that owns partitions: they move, some to the laptop
         client = ControlClient.discover(data)
-        victim = next(name for name, (_host, parts) in members().items()
-                      if parts and not name.startswith("laptop"))
+        victim = wait_until(lambda: next((name for name, (_host, parts) in members().items()
+                                          if parts and not name.startswith("laptop")), None),
+                            60, what="a presenter replica owning partitions")
         client.kill(victim)
         wait_until(lambda: victim not in members(), 60, what=f"{victim} to leave the group")
         wait_until(lambda: any(members()[n][1] for n in ("laptop-py", "laptop-spark")
@@ -114,6 +117,17 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
         processed = wait_until(credited, 120, what="the leaderboard crediting the laptop; "
                                f"py log: {tail('py')} spark log: {tail('spark')}")
         print(f"laptop processed: {processed}")
+        # what the room sees: the presenter's own browser, and the laptop's (a viewer)
+        for name, opener, url in (
+                ("room-presenter-live", chromium, f"http://127.0.0.1:{web_port}"),
+                ("room-laptop-live", laptop_chromium, room.dashboard_url)):
+            with opener(viewport=(1600, 2200)) as page:
+                page.goto(url)
+                page.get_by_text("laptop-spark").first.wait_for(timeout=60_000)
+                page.get_by_text("Join this room").first.wait_for(timeout=30_000)
+                page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
+                kill_buttons = page.get_by_role("button", name="Kill").count()
+                assert (kill_buttons > 0) == (name == "room-presenter-live"), name
     finally:
         if observer is not None:
             observer.stop()
