@@ -6,8 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test setup jars lint unit bench clean
 
+# ROOM=1: a workshop room (participants' laptops join over the LAN); ROOM=IP picks the address
 demo: setup jars
-	$(BIN)/groupscope up
+	$(BIN)/groupscope up $(if $(ROOM),--room $(if $(filter-out 1,$(ROOM)),--room-address $(ROOM)))
 
 test: setup jars
 	$(BIN)/ruff check .
