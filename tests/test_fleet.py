@@ -21,9 +21,15 @@ from confluent_kafka import Consumer, TopicPartition
 from backend.cluster.partitioner import partition_for
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import add_partitions, ensure_input_topic
-from backend.contracts import REQUIRED_FIELDS, TelemetryMessage
+from backend.contracts import DEFAULT_PARTITIONS, REQUIRED_FIELDS, TelemetryMessage
 from backend.fleet.pacing import TokenBucket
-from backend.fleet.simulator import FleetError, FleetSimulator, stream_id, stream_ids
+from backend.fleet.simulator import (
+    DEFAULT_STREAMS,
+    FleetError,
+    FleetSimulator,
+    stream_id,
+    stream_ids,
+)
 from backend.fleet.telemetry import (
     ACCEL_MS2,
     BRAKE_MS2,
@@ -46,12 +52,25 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_stream_ids_are_zero_padded_and_stable_when_the_fleet_grows() -> None:
-    assert stream_ids(3) == ["car-01", "car-02", "car-03"]
-    assert stream_ids(12)[-1] == "car-12"
-    assert stream_ids(120)[:2] == ["car-01", "car-02"]  # growing never renames a stream
+    assert stream_ids(3) == ["car-03", "car-02", "car-04"]  # dealt over partitions 0, 1, 2
+    assert sorted(stream_ids(12)) == [f"car-{n:02d}" for n in (1, 2, 3, 4, 5, 6, 9, 10, 13,
+                                                                15, 20, 22)]
+    assert stream_ids(120)[:12] == stream_ids(12)  # growing never renames a stream
+    assert len(set(stream_ids(500))) == 500 and stream_ids(0) == []
     assert stream_id(100) == "car-100"
     with pytest.raises(ValueError):
         stream_id(0)
+
+
+def test_default_streams_cover_every_default_partition() -> None:
+    """car-01..car-12 would leave partition 3 of 6 empty: one replica with nothing to show."""
+    cars = stream_ids(DEFAULT_STREAMS)
+    assert {partition_for(k, DEFAULT_PARTITIONS) for k in cars} == set(range(DEFAULT_PARTITIONS))
+    # dealt round-robin: any fleet of at least P cars covers all P, and P·m cars give m each
+    for count in range(DEFAULT_PARTITIONS, 4 * DEFAULT_PARTITIONS + 1):
+        per = [partition_for(k, DEFAULT_PARTITIONS) for k in stream_ids(count)]
+        assert max(map(per.count, set(per))) - min(map(per.count, set(per))) <= 1
+        assert len(set(per)) == DEFAULT_PARTITIONS
 
 
 def test_gear_follows_speed_and_rpm_follows_speed_and_ratio() -> None:
@@ -303,32 +322,33 @@ def test_rate_change_takes_effect(kafka: KafkaSettings, topic: str,
 
 def test_set_streams_adds_new_keys_and_resumes_known_ones(
         kafka: KafkaSettings, topic: str, sims: list[FleetSimulator]) -> None:
+    cars = stream_ids(7)  # in the order they join: the first five are produced first
     earlier = FleetSimulator(kafka, topic, streams=5, rate=5000, limit=100)
     sims.append(earlier)
-    run_to_limit(earlier)  # car-01..05 have seq 0..19 on the topic
+    run_to_limit(earlier)  # cars[0..4] have seq 0..19 on the topic
 
     sim = FleetSimulator(kafka, topic, streams=2, rate=400)
     sims.append(sim)
     sim.start()
-    assert sim.stats().resumed_from == {"car-01": 20, "car-02": 20}
-    wait_until(lambda: sim.stats().produced["car-02"] >= 20, 20, what="car-02 producing")
+    assert sim.stats().resumed_from == {cars[0]: 20, cars[1]: 20}
+    wait_until(lambda: sim.stats().produced[cars[1]] >= 20, 20, what=f"{cars[1]} producing")
     sim.set_streams(7, wait=False)  # returns at once; the new cars join after recovery
-    wait_until(lambda: min(sim.stats().produced.get(k, 0) for k in stream_ids(7)) >= 10, 20,
+    wait_until(lambda: min(sim.stats().produced.get(k, 0) for k in cars) >= 10, 20,
                what="all 7 cars producing")
     stats = sim.stats()
     assert stats.streams == 7
-    assert stats.resumed_from["car-05"] == 20 and stats.resumed_from["car-07"] == 0
+    assert stats.resumed_from[cars[4]] == 20 and stats.resumed_from[cars[6]] == 0
     sim.set_streams(3)
-    shrunk_at = {k: sim.stats().next_seq[k] for k in stream_ids(7)}
-    wait_until(lambda: sim.stats().next_seq["car-03"] >= shrunk_at["car-03"] + 20, 20,
-               what="car-03 still producing")
+    shrunk_at = {k: sim.stats().next_seq[k] for k in cars}
+    wait_until(lambda: sim.stats().next_seq[cars[2]] >= shrunk_at[cars[2]] + 20, 20,
+               what=f"{cars[2]} still producing")
     final = sim.stop()
-    assert final.next_seq["car-07"] <= shrunk_at["car-07"] + 1  # car-07 stopped (one in flight)
+    assert final.next_seq[cars[6]] <= shrunk_at[cars[6]] + 1  # stopped (one in flight)
 
     records = read_all(kafka, topic)
     counts = assert_contiguous(records)
-    assert set(counts) == set(stream_ids(7))
-    assert counts["car-06"] >= 10 and counts["car-05"] >= 30
+    assert set(counts) == set(cars)
+    assert counts[cars[5]] >= 10 and counts[cars[4]] >= 30
 
 
 def test_messages_follow_the_contract_and_physics(kafka: KafkaSettings, topic: str,

@@ -20,8 +20,9 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, Producer
 
+from backend.cluster.partitioner import partition_for
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import INPUT_TOPIC
+from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
 from backend.fleet.pacing import TokenBucket, check_rate
 from backend.fleet.recovery import recover_next_seq
 from backend.fleet.telemetry import Car
@@ -42,8 +43,48 @@ def stream_id(index: int) -> str:
     return f"car-{index:02d}"
 
 
+class _GrowthOrder:
+    """The fleet's car numbers in the order cars join it, computed as far as asked and kept.
+
+    Car k (from 0) is the lowest-numbered car not yet taken whose murmur2 partition of the
+    default topic is k mod DEFAULT_PARTITIONS: cars are dealt round-robin over partitions.
+    """
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.order: list[int] = []
+        self._waiting: list[deque[int]] = [deque() for _ in range(partitions)]
+        self._next = 1  # the next car number not yet hashed
+        self._lock = threading.Lock()  # control requests may grow the fleet concurrently
+
+    def first(self, count: int) -> list[int]:
+        with self._lock:
+            while len(self.order) < count:
+                want = self._waiting[len(self.order) % self.partitions]
+                while not want:
+                    n = self._next
+                    self._waiting[partition_for(stream_id(n), self.partitions)].append(n)
+                    self._next += 1
+                self.order.append(want.popleft())
+            return self.order[:max(0, count)]
+
+
+_ORDER = _GrowthOrder(DEFAULT_PARTITIONS)
+
+
 def stream_ids(count: int) -> list[str]:
-    return [stream_id(i) for i in range(1, count + 1)]
+    """The fleet's first `count` cars, in the order they join: growing never renames a car.
+
+    Not simply car-01 … car-NN: under murmur2, car-01 … car-12 leave partition 3 of the
+    default 6 empty (the first car there is car-20), so in the default demo one replica
+    would own nothing to show. Cars are dealt round-robin over the DEFAULT_PARTITIONS
+    partitions instead (see _GrowthOrder): any fleet of at least that many cars covers
+    every partition, 6·m cars put m on each, and the default 12 are car-01 … car-06,
+    car-09, car-10, car-13, car-15, car-20 and car-22. Deterministic, so the supervisor,
+    the CLI and the tests agree on the names; on a topic with another partition count
+    the names are the same and only murmur2's own spread applies.
+    """
+    return [stream_id(n) for n in _ORDER.first(count)]
 
 
 def producer_config(settings: KafkaSettings, **overrides: object) -> dict[str, object]:
