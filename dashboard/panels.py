@@ -3,6 +3,9 @@
 Plain strings (one st.html call per panel) because a room needs big readable chips more than
 chart interactivity, and building a string for 64 lanes and 1 000 chips takes about a
 millisecond. Every name is escaped: stream ids come from message keys, i.e. from anyone.
+
+Drawn for a projector: lag bars take their partition's health colour (green when the owner
+keeps up; the word too when it does not), not an alarm red whatever the health.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from html import escape
 
 from backend.contracts import Snapshot
 from dashboard.live_model import ReplicaCard
-from dashboard.theme import UNOWNED, replica_colour
+from dashboard.theme import UNOWNED, health_fill, replica_colour
 
 MAX_CHIPS_PER_LANE = 40
 
@@ -29,7 +32,7 @@ LANE_CSS = """
 .gs-lag { position:relative; height:1.3rem; border-radius:0.3rem;
           background:rgba(127,127,127,0.18); }
 .gs-lag span { position:absolute; left:0; top:0; bottom:0; border-radius:0.3rem;
-               background:#dc2626; }
+               background:#16a34a; }
 .gs-lag em { position:absolute; right:0.2rem; top:0.1rem; font-style:normal; font-size:0.85rem;
              font-weight:700; line-height:1.1rem; padding:0 0.3rem; border-radius:0.3rem;
              background:rgba(255,255,255,0.85); color:#111827; }
@@ -50,7 +53,8 @@ STATUS_COLOURS = {"alive": "#047857", "idle": "#b45309", "dead": "#991b1b",
 
 
 def lanes_html(snap: Snapshot) -> str:
-    """One lane per partition: owner (coloured), its streams as chips, its lag as a bar."""
+    """One lane per partition: owner (coloured), its streams as chips, its lag as a
+    health-coloured bar."""
     streams: dict[int, list[str]] = {}
     for s in snap.streams:
         streams.setdefault(s.partition, []).append(s.stream_id)
@@ -66,13 +70,16 @@ def lanes_html(snap: Snapshot) -> str:
             chips += f'<span class="gs-muted"> +{len(ids) - MAX_CHIPS_PER_LANE} more</span>'
         width = 100.0 * p.lag_messages / max_lag
         secs = f" · {p.lag_seconds:.1f} s" if p.lag_seconds is not None else ""
+        word = "" if p.health == "OK" else f" · {escape(p.health)}"
         label = escape(owner) if owner else "unowned"
         rows.append(
             f'<div class="p" title="health {escape(p.health)}">P{p.partition}</div>'
             f'<div class="own" style="background:{colour if owner else UNOWNED}">{label}</div>'
             f'<div class="chips" style="box-shadow: inset 0.25rem 0 0 {colour}">{chips}</div>'
-            f'<div class="gs-lag" title="lag {p.lag_messages} messages{secs}">'
-            f'<span style="width:{width:.1f}%"></span><em>{p.lag_messages:,}{secs}</em></div>'
+            f'<div class="gs-lag" title="lag {p.lag_messages} messages{secs}, health '
+            f'{escape(p.health)}"><span style="width:{width:.1f}%;'
+            f'background:{health_fill(p.health)}"></span>'
+            f'<em>{p.lag_messages:,}{secs}{word}</em></div>'
         )
     header = ('<div><b>part.</b></div><div><b>owner</b></div><div><b>streams</b></div>'
               '<div><b>lag</b></div>')

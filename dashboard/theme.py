@@ -33,6 +33,20 @@ STATE_COLOURS: dict[str, str] = {  # st.badge colours for a group state
 HEALTH_COLOURS: dict[str, str] = {
     "OK": "green", "WARN": "orange", "STALL": "red", "STOP": "red", "REWIND": "violet",
 }
+# The same health as fills for HTML (lag bars): green is healthy, so a lagging but progressing
+# partition no longer reads as an alarm; STOP is darker than STALL, and the bar names it too.
+HEALTH_FILLS: dict[str, str] = {
+    "OK": "#16a34a", "WARN": "#d97706", "STALL": "#dc2626", "STOP": "#7f1d1d",
+    "REWIND": "#7c3aed",
+}
+UNKNOWN_HEALTH_FILL = "#6b7280"
+
+
+def health_fill(health: str) -> str:
+    """Fill of a lag bar for a partition's health (grey for a word this page does not know)."""
+    return HEALTH_FILLS.get(health, UNKNOWN_HEALTH_FILL)
+
+
 
 
 def _supervisor_colour(name: str) -> str | None:

@@ -1,7 +1,9 @@
-"""Pure view-model logic of the Live page: feed wording, idle rule, cards, series, locator."""
+"""Pure view-model logic of the Live page: feed wording, idle rule, cards, series, locator,
+and the lanes' health colours."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from backend.cluster.partitioner import partition_for
@@ -15,6 +17,7 @@ from backend.contracts import (
 )
 from dashboard import live_model as lm
 from dashboard.panels import cards_html, lanes_html
+from dashboard.theme import health_fill
 
 
 def snap(ts: int, owners: dict[int, str | None], ends: dict[int, int] | None = None,
@@ -131,3 +134,17 @@ def test_lanes_escape_keys_and_cap_chips():
     html = lanes_html(s.model_copy(update={"streams": (evil, *many)}))
     assert "<script>x" not in html and "&lt;script&gt;" in html
     assert "+61 more" in html
+
+
+def test_lanes_colour_lag_by_health():
+    s = snap(5000, {0: "ada", 1: "chloe"}, ends={0: 50, 1: 900}, committed={0: 40, 1: 100})
+    stalled = s.partitions[1].model_copy(update={"health": "STALL"})
+    s = s.model_copy(update={"partitions": (s.partitions[0], stalled)})
+    html = lanes_html(s)
+    _, p0, p1 = re.split(r'(?=<div class="p")', html.split('data-testid="gs-lanes"', 1)[1])
+    assert f"background:{health_fill('OK')}" in p0 and "#dc2626" not in p0  # healthy: green
+    assert f"background:{health_fill('STALL')}" in p1 and "800 · STALL" in p1
+    # the cells keep their plain class names: the page test finds owners by them
+    owners = re.findall(r'class="p"[^>]*>P(\d)</div><div class="own"[^>]*>([^<]+)<', html)
+    assert owners == [("0", "ada"), ("1", "chloe")]
+
