@@ -6,7 +6,7 @@ every result is bounded (feed length, chart points) whatever the size of the gro
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +14,8 @@ from backend.contracts import Event, EventType, Snapshot
 
 MAX_FEED = 200
 MAX_POINTS = 300  # ≈ 5 min at one snapshot per second
+SMOOTH_S = 5.0  # the throughput line's moving-average window
+SMOOTH_LEAD = 20  # snapshots read before the first point shown, to fill its window
 MAX_STREAMS_PER_REVOKE = 50
 
 
@@ -207,25 +209,47 @@ def filter_feed(items: Iterable[FeedItem], replicas: Sequence[str] = (),
 @dataclass(frozen=True)
 class SeriesPoint:
     ts: int
-    produced_per_s: float | None
+    produced_per_s: float | None  # between this snapshot and the one before
     consumed_per_s: float | None
     lag: int
+    produced_avg_per_s: float | None = None  # over the SMOOTH_S before this snapshot
+    consumed_avg_per_s: float | None = None
 
 
-def series(history: Sequence[Snapshot], limit: int = MAX_POINTS) -> list[SeriesPoint]:
-    """Rates from consecutive snapshots of the same topic; at most `limit` points."""
-    snaps = [s for s in history[-(limit + 1):] if s.error is None]
+def series(history: Sequence[Snapshot], limit: int = MAX_POINTS,
+           smooth_s: float = SMOOTH_S) -> list[SeriesPoint]:
+    """Rates from consecutive snapshots of the same topic, raw and averaged; ≤ `limit` points.
+
+    Replicas commit once per micro-batch (≈ 1 s) while the observer polls twice a second, so
+    the raw processed rate alternates between 0 and twice the truth. The average is messages
+    over seconds across the trailing `smooth_s` (a time-weighted moving average, right with
+    uneven poll spacing); the window restarts when the topic changes. A few snapshots before
+    the first point shown are read too, so the first point's average has a full window.
+    """
+    snaps = [s for s in history[-(limit + 1 + SMOOTH_LEAD):] if s.error is None]
+    window_ms = smooth_s * 1000.0
     points: list[SeriesPoint] = []
+    steps: deque[tuple[int, float, int, int]] = deque()  # (ts, seconds, produced, consumed)
     prev: tuple[int, int, int, str | None] | None = None
     for s in snaps:
         end = sum(p.end for p in s.partitions)
         done = sum(p.committed or 0 for p in s.partitions)
-        produced = consumed = None
+        produced = consumed = produced_avg = consumed_avg = None
+        if prev is not None and prev[3] != s.topic:
+            steps.clear()
         if prev is not None and prev[3] == s.topic and s.taken_ms > prev[0]:
             dt = (s.taken_ms - prev[0]) / 1000.0
-            produced = max(0.0, (end - prev[1]) / dt)
-            consumed = max(0.0, (done - prev[2]) / dt)
-        points.append(SeriesPoint(s.taken_ms, produced, consumed, s.total_lag))
+            made, read = max(0, end - prev[1]), max(0, done - prev[2])
+            produced, consumed = made / dt, read / dt
+            steps.append((s.taken_ms, dt, made, read))
+        while steps and steps[0][0] <= s.taken_ms - window_ms:
+            steps.popleft()
+        if steps:
+            seconds = sum(st[1] for st in steps)
+            produced_avg = sum(st[2] for st in steps) / seconds
+            consumed_avg = sum(st[3] for st in steps) / seconds
+        points.append(SeriesPoint(s.taken_ms, produced, consumed, s.total_lag,
+                                  produced_avg, consumed_avg))
         prev = (s.taken_ms, end, done, s.topic)
     return points[-limit:]
 

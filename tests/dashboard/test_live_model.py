@@ -16,6 +16,7 @@ from backend.contracts import (
     StreamView,
 )
 from dashboard import live_model as lm
+from dashboard.figures import throughput_lag_figure
 from dashboard.panels import cards_html, lanes_html
 from dashboard.theme import health_fill
 
@@ -136,6 +137,26 @@ def test_lanes_escape_keys_and_cap_chips():
     assert "+61 more" in html
 
 
+def test_series_average_irons_out_micro_batch_commits():
+    # polls every 0.5 s; the fleet produces 100 per poll, the replica commits 200 once a second
+    hist = [snap(500 * i, {0: "ada"}, ends={0: 100 * i}, committed={0: 200 * (i // 2)})
+            for i in range(1, 41)]
+    points = lm.series(hist)
+    raw = {p.consumed_per_s for p in points[1:]}
+    assert raw == {0.0, 400.0}  # what the room used to see
+    assert points[0].consumed_avg_per_s is None and points[0].consumed_per_s is None
+    settled = points[lm.SMOOTH_LEAD:]
+    assert all(p.produced_avg_per_s == 200.0 for p in settled)
+    assert all(180.0 <= (p.consumed_avg_per_s or 0) <= 220.0 for p in settled)
+    # the window restarts on another topic: no rate across two topics
+    other = [s.model_copy(update={"topic": "u"}) for s in
+             (snap(20_500, {0: "ada"}, ends={0: 5}), snap(21_000, {0: "ada"}, ends={0: 105}))]
+    after = lm.series([*hist, *other])
+    assert after[-2].produced_avg_per_s is None and after[-1].produced_avg_per_s == 200.0
+    # bounded, including the snapshots read before the first point to fill its window
+    assert len(lm.series(hist * 20, limit=50)) == 50
+
+
 def test_lanes_colour_lag_by_health():
     s = snap(5000, {0: "ada", 1: "chloe"}, ends={0: 50, 1: 900}, committed={0: 40, 1: 100})
     stalled = s.partitions[1].model_copy(update={"health": "STALL"})
@@ -148,3 +169,17 @@ def test_lanes_colour_lag_by_health():
     owners = re.findall(r'class="p"[^>]*>P(\d)</div><div class="own"[^>]*>([^<]+)<', html)
     assert owners == [("0", "ada"), ("1", "chloe")]
 
+
+def test_throughput_figure_draws_the_average_bold_over_the_faint_raw_rate():
+    hist = [snap(500 * i, {0: "ada"}, ends={0: 100 * i}, committed={0: 200 * (i // 2)})
+            for i in range(1, 1000)]
+    points = lm.series(hist)
+    fig = throughput_lag_figure(points, [], revision="r")
+    shown = {t.name: t for t in fig.data}
+    assert set(shown) == {"produced, raw", "processed, raw", "produced", "processed", "lag"}
+    raw, avg = shown["processed, raw"], shown["processed"]
+    assert raw.showlegend is False and raw.opacity < 1 and raw.line.width < avg.line.width
+    assert raw.legendgroup == avg.legendgroup  # one legend click hides both
+    assert list(avg.y) == [p.consumed_avg_per_s for p in points]
+    assert all(len(t.x) == lm.MAX_POINTS for t in fig.data)
+    assert fig.layout.uirevision == "r"
