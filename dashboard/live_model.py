@@ -31,6 +31,7 @@ class ReplicaCard:
     last_batch_ms: float | None
     managed: bool  # started by this supervisor (so the page may kill / stop it)
     detail: str = ""  # e.g. "killed (SIGKILL) 12 s ago"
+    external: bool = False  # in the group but not started by this supervisor (a participant)
 
 
 def _heartbeats(events: Iterable[Event]) -> dict[str, Event]:
@@ -77,6 +78,7 @@ def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
             _num(hb.fields.get("last_batch_ms")) if hb else None,
             info is not None,
             "not started here" if info is None and supervised else "",
+            info is None and bool(supervised),
         ))
     for name, info in sorted(managed.items()):
         if name in seen:
@@ -93,6 +95,20 @@ def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
         cards.append(ReplicaCard(name, "alive" if alive else "dead", (), 0, None, None, True,
                                  detail))
     return cards
+
+
+def external_members(snap: Snapshot, supervised: Sequence[object] = ()) -> frozenset[str]:
+    """Client ids in the group that this supervisor did not start: participants' consumers
+    and replicas started by hand, drawn in the second palette.
+
+    Without a supervisor (the Watch page, a production group) there is no "ours" to tell
+    apart, so nobody is external and every member keeps the replica palette. The rule is
+    the one the cards use for their "external" status, so lanes and cards agree.
+    """
+    if not supervised:
+        return frozenset()
+    managed = {getattr(r, "name", "") for r in supervised}
+    return frozenset(m.client_id for m in snap.members if m.client_id not in managed)
 
 
 def _num(value: object) -> float | None:

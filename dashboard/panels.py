@@ -5,16 +5,18 @@ chart interactivity, and building a string for 64 lanes and 1 000 chips takes ab
 millisecond. Every name is escaped: stream ids come from message keys, i.e. from anyone.
 
 Drawn for a projector: lag bars take their partition's health colour (green when the owner
-keeps up; the word too when it does not), not an alarm red whatever the health.
+keeps up), and participants' members are light dashed chips beside the solid replica colours
+(theme.member_style).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from html import escape
 
 from backend.contracts import Snapshot
 from dashboard.live_model import ReplicaCard
-from dashboard.theme import UNOWNED, health_fill, replica_colour
+from dashboard.theme import PARTICIPANT_TEXT, health_fill, member_style
 
 MAX_CHIPS_PER_LANE = 40
 
@@ -24,37 +26,42 @@ LANE_CSS = """
             align-items:center; font-size:1rem; }
 .gs-lanes .p { font-weight:800; font-size:1.1rem; }
 .gs-lanes .own { color:#fff; border-radius:0.4rem; padding:0.15rem 0.5rem; font-weight:700;
-                 white-space:nowrap; overflow:hidden; text-overflow:ellipsis; }
+                 white-space:nowrap; overflow:hidden; text-overflow:ellipsis;
+                 border:0.14rem solid transparent; }
 .gs-lanes .chips { line-height:1.9; min-height:1.9rem; border-radius:0.4rem; padding:0 0.3rem; }
 .gs-chip { display:inline-block; padding:0 0.45rem; margin:0 0.15rem; border-radius:0.7rem;
            font-size:0.85rem; font-family:ui-monospace,monospace; color:#fff;
-           line-height:1.5; }
+           line-height:1.5; border:0.14rem solid transparent; }
 .gs-lag { position:relative; height:1.3rem; border-radius:0.3rem;
           background:rgba(127,127,127,0.18); }
 .gs-lag span { position:absolute; left:0; top:0; bottom:0; border-radius:0.3rem;
                background:#16a34a; }
 .gs-lag em { position:absolute; right:0.2rem; top:0.1rem; font-style:normal; font-size:0.85rem;
              font-weight:700; line-height:1.1rem; padding:0 0.3rem; border-radius:0.3rem;
-             background:rgba(255,255,255,0.85); color:#111827; }
+             background:rgba(255,255,255,0.85); color:DARK_TEXT; }
 .gs-cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(15rem, 1fr));
             gap:0.6rem; }
 .gs-card { border-left:0.6rem solid var(--c); border-radius:0.5rem; padding:0.4rem 0.7rem;
            background:rgba(127,127,127,0.10); }
+.gs-card.ext { border:0.14rem dashed var(--o); border-left:0.6rem solid var(--c); }
 .gs-card .n { font-size:1.3rem; font-weight:800; }
 .gs-card .s { float:right; font-weight:700; border-radius:0.6rem; padding:0 0.5rem;
               font-size:0.85rem; color:#fff; }
 .gs-card .d { font-size:0.95rem; }
 .gs-card.dead { opacity:0.55; }
 </style>
-"""
+""".replace("DARK_TEXT", PARTICIPANT_TEXT)
 
 STATUS_COLOURS = {"alive": "#047857", "idle": "#b45309", "dead": "#991b1b",
                   "external": "#475569"}
 
 
-def lanes_html(snap: Snapshot) -> str:
-    """One lane per partition: owner (coloured), its streams as chips, its lag as a
-    health-coloured bar."""
+def lanes_html(snap: Snapshot, external: Collection[str] = ()) -> str:
+    """One lane per partition: owner, its streams as chips, its lag as a health-coloured bar.
+
+    `external` holds the client ids drawn in the participants' palette
+    (live_model.external_members); nobody by default, e.g. for the Timeline page's past lanes.
+    """
     streams: dict[int, list[str]] = {}
     for s in snap.streams:
         streams.setdefault(s.partition, []).append(s.stream_id)
@@ -62,9 +69,10 @@ def lanes_html(snap: Snapshot) -> str:
     rows: list[str] = []
     for p in sorted(snap.partitions, key=lambda pv: pv.partition):
         owner = p.owner
-        colour = replica_colour(owner)
+        look = member_style(owner, owner in external)  # grey when unowned
+        chip_css = look.css()
         ids = sorted(streams.get(p.partition, ()))
-        chips = "".join(f'<span class="gs-chip" style="background:{colour}">{escape(i)}</span>'
+        chips = "".join(f'<span class="gs-chip" style="{chip_css}">{escape(i)}</span>'
                         for i in ids[:MAX_CHIPS_PER_LANE])
         if len(ids) > MAX_CHIPS_PER_LANE:
             chips += f'<span class="gs-muted"> +{len(ids) - MAX_CHIPS_PER_LANE} more</span>'
@@ -74,8 +82,9 @@ def lanes_html(snap: Snapshot) -> str:
         label = escape(owner) if owner else "unowned"
         rows.append(
             f'<div class="p" title="health {escape(p.health)}">P{p.partition}</div>'
-            f'<div class="own" style="background:{colour if owner else UNOWNED}">{label}</div>'
-            f'<div class="chips" style="box-shadow: inset 0.25rem 0 0 {colour}">{chips}</div>'
+            f'<div class="own" style="{chip_css}">{label}</div>'
+            f'<div class="chips" style="box-shadow: inset 0.25rem 0 0 {look.outline}">'
+            f'{chips}</div>'
             f'<div class="gs-lag" title="lag {p.lag_messages} messages{secs}, health '
             f'{escape(p.health)}"><span style="width:{width:.1f}%;'
             f'background:{health_fill(p.health)}"></span>'
@@ -89,13 +98,14 @@ def lanes_html(snap: Snapshot) -> str:
 def cards_html(cards: list[ReplicaCard]) -> str:
     out: list[str] = []
     for c in cards:
-        colour = replica_colour(c.name)
+        look = member_style(c.name, c.external)
         parts = ", ".join(str(p) for p in c.partitions) or "none"
         rate = f"{c.rate:,.0f} msg/s" if c.rate is not None else "– msg/s"
         batch = f"batch {c.last_batch_ms:,.0f} ms" if c.last_batch_ms is not None else "batch –"
         detail = f'<div class="d gs-muted">{escape(c.detail)}</div>' if c.detail else ""
         out.append(
-            f'<div class="gs-card {c.status}" style="--c:{colour}" data-replica="{escape(c.name)}">'
+            f'<div class="gs-card {c.status}{" ext" if c.external else ""}" '
+            f'style="--c:{look.fill};--o:{look.outline}" data-replica="{escape(c.name)}">'
             f'<span class="s" style="background:{STATUS_COLOURS.get(c.status, "#475569")}">'
             f'{c.status}</span><div class="n">{escape(c.name)}</div>'
             f'<div class="d">partitions <b>{parts}</b> · <b>{c.streams}</b> streams</div>'

@@ -4,11 +4,17 @@ Replica colours must be stable: the same replica keeps its colour across refresh
 restarts, so the room can follow "the orange one". The supervisor's palette (names.py) is used
 when it exists; otherwise the colour is derived from a hash of the name, never from its
 position in a list (positions change when a replica leaves).
+
+Members this supervisor did not start (participants' laptops in a workshop room, a replica
+started by hand) get a second palette: light tints with dark text and a dashed outline, a
+family no supervisor colour comes near (every tint is at least twice as luminous as any
+colour of names.PALETTE), so the room tells "ours" from "theirs" at a glance, even on a projector.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 # Distinct on both white and near-black backgrounds; ordered so neighbours differ strongly.
 PALETTE: tuple[str, ...] = (
@@ -41,12 +47,21 @@ HEALTH_FILLS: dict[str, str] = {
 }
 UNKNOWN_HEALTH_FILL = "#6b7280"
 
+# Participants' palette: (fill, outline) pairs, Tailwind 200 tints and 700 tones of the same
+# hue. Dark text on every fill has a contrast ratio above 12.
+PARTICIPANT_PALETTE: tuple[tuple[str, str], ...] = (
+    ("#fde68a", "#b45309"), ("#a7f3d0", "#047857"), ("#bfdbfe", "#1d4ed8"),
+    ("#fbcfe8", "#be185d"), ("#ddd6fe", "#6d28d9"), ("#a5f3fc", "#0e7490"),
+    ("#d9f99d", "#4d7c0f"), ("#fecaca", "#b91c1c"), ("#fed7aa", "#c2410c"),
+    ("#e9d5ff", "#7e22ce"), ("#99f6e4", "#0f766e"), ("#f5d0fe", "#a21caf"),
+)
+PARTICIPANT_TEXT = "#111827"
+REPLICA_TEXT = "#ffffff"
+
 
 def health_fill(health: str) -> str:
     """Fill of a lag bar for a partition's health (grey for a word this page does not know)."""
     return HEALTH_FILLS.get(health, UNKNOWN_HEALTH_FILL)
-
-
 
 
 def _supervisor_colour(name: str) -> str | None:
@@ -73,13 +88,46 @@ def replica_colour(name: str | None) -> str:
         return UNOWNED
     colour = _cache.get(name)
     if colour is None:
-        colour = _supervisor_colour(name) or PALETTE[
-            int.from_bytes(hashlib.blake2s(name.encode(), digest_size=4).digest(), "big")
-            % len(PALETTE)
-        ]
+        colour = _supervisor_colour(name) or PALETTE[_stable_index(name, len(PALETTE))]
         if len(_cache) < 4096:
             _cache[name] = colour
     return colour
+
+
+@dataclass(frozen=True)
+class MemberStyle:
+    """How a member is drawn: fill, text and outline colours, and a dashed outline or not."""
+
+    fill: str
+    text: str
+    outline: str
+    dashed: bool
+
+    def css(self) -> str:
+        """Inline CSS for a chip or owner cell: replicas get a border of their own fill, so
+        both kinds are the same size and only the look differs."""
+        line = "dashed" if self.dashed else "solid"
+        return (f"background:{self.fill};color:{self.text};"
+                f"border:0.14rem {line} {self.outline}")
+
+
+def _stable_index(name: str, size: int) -> int:
+    return int.from_bytes(hashlib.blake2s(name.encode(), digest_size=4).digest(), "big") % size
+
+
+def member_style(name: str | None, external: bool = False) -> MemberStyle:
+    """A member's look: the replica palette for our replicas, light tints for everyone else.
+
+    Both are functions of the client id alone, so a participant keeps their colour across
+    refreshes and rejoins; nobody (None) is grey.
+    """
+    if not name:
+        return MemberStyle(UNOWNED, REPLICA_TEXT, UNOWNED, False)
+    if external:
+        fill, outline = PARTICIPANT_PALETTE[_stable_index(name, len(PARTICIPANT_PALETTE))]
+        return MemberStyle(fill, PARTICIPANT_TEXT, outline, True)
+    colour = replica_colour(name)
+    return MemberStyle(colour, REPLICA_TEXT, colour, False)
 
 
 # Bigger type and compact lanes; Streamlit's theme handles colours for light and dark.

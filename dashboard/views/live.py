@@ -82,12 +82,13 @@ def draw_header(snap: Snapshot, where: str = "") -> None:
         st.warning(warning, icon=":material/bedtime:")
 
 
-def draw_lanes(snap: Snapshot) -> None:
+def draw_lanes(snap: Snapshot, supervised: tuple = ()) -> None:
+    """The lanes, with participants' members in their own palette."""
     st.markdown(f"#### Partitions of `{snap.topic or '?'}`")
     if not snap.partitions:
         st.caption("No partitions to show yet.")
         return
-    st.html(lanes_html(snap))
+    st.html(lanes_html(snap, lm.external_members(snap, supervised)))
 
 
 def draw_cards(snap: Snapshot, supervised: tuple) -> None:
@@ -160,7 +161,7 @@ def header_panel(ctx: ViewContext) -> None:
 def lanes_panel(ctx: ViewContext) -> None:
     snap = _snapshot(ctx)
     if snap is not None:
-        draw_lanes(snap)
+        draw_lanes(snap, _supervised(ctx))
 
 
 @st.fragment(run_every=REFRESH_S)

@@ -1,5 +1,5 @@
 """Pure view-model logic of the Live page: feed wording, idle rule, cards, series, locator,
-and the lanes' health colours."""
+and the lanes' colours (health, participants)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from backend.contracts import (
     Snapshot,
     StreamView,
 )
+from backend.supervisor.names import PALETTE, colour_for, contrast_ratio, luminance
 from dashboard import live_model as lm
 from dashboard.figures import throughput_lag_figure
 from dashboard.panels import cards_html, lanes_html
-from dashboard.theme import health_fill
+from dashboard.theme import PARTICIPANT_PALETTE, PARTICIPANT_TEXT, health_fill, member_style
 
 
 def snap(ts: int, owners: dict[int, str | None], ends: dict[int, int] | None = None,
@@ -168,6 +169,26 @@ def test_lanes_colour_lag_by_health():
     # the cells keep their plain class names: the page test finds owners by them
     owners = re.findall(r'class="p"[^>]*>P(\d)</div><div class="own"[^>]*>([^<]+)<', html)
     assert owners == [("0", "ada"), ("1", "chloe")]
+
+
+def test_participants_get_their_own_palette_in_lanes_and_cards():
+    s = snap(1000, {0: "ada", 1: "kim-laptop"})
+    supervised = [Info("ada", "running", True)]
+    assert lm.external_members(s, supervised) == {"kim-laptop"}
+    assert lm.external_members(s) == frozenset()  # no supervisor: nobody to tell apart
+    ours, theirs = member_style("ada"), member_style("kim-laptop", external=True)
+    assert ours.fill == colour_for("ada") and not ours.dashed
+    assert theirs.dashed and theirs == member_style("kim-laptop", external=True)  # stable
+    brightest_replica = max(luminance(c) for c in PALETTE)
+    assert all(luminance(fill) > 2 * brightest_replica for fill, _ in PARTICIPANT_PALETTE)
+    assert all(contrast_ratio(fill, PARTICIPANT_TEXT) > 7 for fill, _ in PARTICIPANT_PALETTE)
+    html = lanes_html(s, lm.external_members(s, supervised))
+    _, lane0, lane1 = re.split(r'(?=<div class="p")', html)
+    assert theirs.css() in lane1 and theirs.css() not in lane0 and ours.css() in lane0
+    cards = {c.name: c for c in lm.replica_cards(s, supervised)}
+    assert cards["kim-laptop"].external and not cards["ada"].external
+    html = cards_html(list(cards.values()))
+    assert 'class="gs-card external ext"' in html and f"--c:{theirs.fill}" in html
 
 
 def test_throughput_figure_draws_the_average_bold_over_the_faint_raw_rate():
