@@ -16,6 +16,8 @@ MAX_FEED = 200
 MAX_POINTS = 300  # ≈ 5 min at one snapshot per second
 SMOOTH_S = 5.0  # the throughput line's moving-average window
 SMOOTH_LEAD = 20  # snapshots read before the first point shown, to fill its window
+HANDOVER_S = 8.0  # how long a partition that changed owner stays highlighted
+HANDOVER_LOOKBACK_S = 120.0  # how far back to look for a partition's previous owner
 MAX_STREAMS_PER_REVOKE = 50
 
 
@@ -278,6 +280,52 @@ def rebalance_periods(snap: Snapshot, since_ms: int) -> list[tuple[int, int, boo
         if end >= since_ms:
             out.append((max(r.start_ms, since_ms), end, r.end_ms is not None))
     return out
+
+
+# ---- partitions that just changed owner -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Handover:
+    partition: int
+    previous: str  # client id of the owner before
+    owner: str  # client id of the owner now
+    at_ms: int  # the first snapshot that showed the new owner
+
+
+def handovers(history: Sequence[Snapshot], now_ms: int | None = None,
+              hold_s: float = HANDOVER_S) -> dict[int, Handover]:
+    """Partitions whose owner changed in the last `hold_s`, with the owner they came from.
+
+    The lanes highlight these for a few seconds ("from ada"), so the room sees what a
+    rebalance moved. The previous owner is the last *named* one: an eager rebalance, or a
+    crashed owner awaiting its session timeout, leaves a partition unowned in between, and
+    "from nobody" would hide the story. A partition that is unowned now, or whose owner is
+    the one it had before the gap (a replica that came back), is not a move. Owners are told
+    apart by client id, the name on the screen. Only snapshots from `HANDOVER_LOOKBACK_S`
+    before `now_ms` (default: the newest snapshot) are read, so the cost stays bounded.
+    """
+    if not history:
+        return {}
+    now = history[-1].taken_ms if now_ms is None else now_ms
+    since = now - HANDOVER_LOOKBACK_S * 1000.0
+    last: dict[int, str] = {}
+    moves: dict[int, Handover] = {}
+    for s in history:
+        if s.error is not None or s.taken_ms < since or s.taken_ms > now:
+            continue
+        for pv in s.partitions:
+            p, owner = pv.partition, pv.owner
+            if owner is None:
+                moves.pop(p, None)
+                continue
+            before = last.get(p)
+            if before != owner:
+                if before is not None:
+                    moves[p] = Handover(p, before, owner, s.taken_ms)
+                else:
+                    moves.pop(p, None)
+                last[p] = owner
+    return {p: h for p, h in moves.items() if now - h.at_ms <= hold_s * 1000.0}
 
 
 # ---- stream locator -----------------------------------------------------------------------

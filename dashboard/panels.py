@@ -5,30 +5,38 @@ chart interactivity, and building a string for 64 lanes and 1 000 chips takes ab
 millisecond. Every name is escaped: stream ids come from message keys, i.e. from anyone.
 
 Drawn for a projector: lag bars take their partition's health colour (green when the owner
-keeps up), and participants' members are light dashed chips beside the solid replica colours
-(theme.member_style).
+keeps up), participants' members are light dashed chips beside the solid replica colours
+(theme.member_style), and a partition that just changed owner is outlined in yellow with
+"from <previous owner>" for a few seconds (live_model.handovers). Cells keep their plain
+class names (`p`, `own`) and carry the highlight as data attributes, so anything that reads
+the lanes by class still does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from html import escape
 
 from backend.contracts import Snapshot
-from dashboard.live_model import ReplicaCard
+from dashboard.live_model import Handover, ReplicaCard
 from dashboard.theme import PARTICIPANT_TEXT, health_fill, member_style
 
 MAX_CHIPS_PER_LANE = 40
+HANDOVER_OUTLINE = "#facc15"  # yellow: neither a health nor a member colour
 
 LANE_CSS = """
 <style>
 .gs-lanes { display:grid; grid-template-columns: 3.2rem 9rem 1fr 11rem; gap:0.25rem 0.6rem;
             align-items:center; font-size:1rem; }
-.gs-lanes .p { font-weight:800; font-size:1.1rem; }
+.gs-lanes .p { font-weight:800; font-size:1.1rem; border-radius:0.4rem; text-align:center; }
 .gs-lanes .own { color:#fff; border-radius:0.4rem; padding:0.15rem 0.5rem; font-weight:700;
                  white-space:nowrap; overflow:hidden; text-overflow:ellipsis;
                  border:0.14rem solid transparent; }
+.gs-lanes .own .from { display:block; font-size:0.8rem; font-weight:600; }
 .gs-lanes .chips { line-height:1.9; min-height:1.9rem; border-radius:0.4rem; padding:0 0.3rem; }
+.gs-lanes .p[data-moved] { background:HANDOVER; color:DARK_TEXT; }
+.gs-lanes .own[data-moved] { outline:0.25rem solid HANDOVER; outline-offset:0.1rem; }
+.gs-lanes .chips[data-moved] { background:rgba(250,204,21,0.22); }
 .gs-chip { display:inline-block; padding:0 0.45rem; margin:0 0.15rem; border-radius:0.7rem;
            font-size:0.85rem; font-family:ui-monospace,monospace; color:#fff;
            line-height:1.5; border:0.14rem solid transparent; }
@@ -50,21 +58,24 @@ LANE_CSS = """
 .gs-card .d { font-size:0.95rem; }
 .gs-card.dead { opacity:0.55; }
 </style>
-""".replace("DARK_TEXT", PARTICIPANT_TEXT)
+""".replace("HANDOVER", HANDOVER_OUTLINE).replace("DARK_TEXT", PARTICIPANT_TEXT)
 
 STATUS_COLOURS = {"alive": "#047857", "idle": "#b45309", "dead": "#991b1b",
                   "external": "#475569"}
 
 
-def lanes_html(snap: Snapshot, external: Collection[str] = ()) -> str:
+def lanes_html(snap: Snapshot, external: Collection[str] = (),
+               moved: Mapping[int, Handover] | None = None) -> str:
     """One lane per partition: owner, its streams as chips, its lag as a health-coloured bar.
 
     `external` holds the client ids drawn in the participants' palette
-    (live_model.external_members); nobody by default, e.g. for the Timeline page's past lanes.
+    (live_model.external_members); `moved` the partitions to highlight as just handed over
+    (live_model.handovers). Both default to nothing, e.g. for the Timeline page's past lanes.
     """
     streams: dict[int, list[str]] = {}
     for s in snap.streams:
         streams.setdefault(s.partition, []).append(s.stream_id)
+    moved = moved or {}
     max_lag = max((p.lag_messages for p in snap.partitions), default=0) or 1
     rows: list[str] = []
     for p in sorted(snap.partitions, key=lambda pv: pv.partition):
@@ -80,10 +91,18 @@ def lanes_html(snap: Snapshot, external: Collection[str] = ()) -> str:
         secs = f" · {p.lag_seconds:.1f} s" if p.lag_seconds is not None else ""
         word = "" if p.health == "OK" else f" · {escape(p.health)}"
         label = escape(owner) if owner else "unowned"
+        hand = moved.get(p.partition)
+        mark = own_title = from_tag = ""
+        if hand is not None and hand.owner == owner:
+            ago = max(0.0, (snap.taken_ms - hand.at_ms) / 1000.0)
+            mark = ' data-moved="1"'
+            own_title = (f' title="moved from {escape(hand.previous)} to {escape(hand.owner)} '
+                         f'{ago:.0f} s ago"')
+            from_tag = f'<span class="from">from {escape(hand.previous)}</span>'
         rows.append(
-            f'<div class="p" title="health {escape(p.health)}">P{p.partition}</div>'
-            f'<div class="own" style="{chip_css}">{label}</div>'
-            f'<div class="chips" style="box-shadow: inset 0.25rem 0 0 {look.outline}">'
+            f'<div class="p"{mark} title="health {escape(p.health)}">P{p.partition}</div>'
+            f'<div class="own"{mark}{own_title} style="{chip_css}">{label}{from_tag}</div>'
+            f'<div class="chips"{mark} style="box-shadow: inset 0.25rem 0 0 {look.outline}">'
             f'{chips}</div>'
             f'<div class="gs-lag" title="lag {p.lag_messages} messages{secs}, health '
             f'{escape(p.health)}"><span style="width:{width:.1f}%;'

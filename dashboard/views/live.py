@@ -82,13 +82,14 @@ def draw_header(snap: Snapshot, where: str = "") -> None:
         st.warning(warning, icon=":material/bedtime:")
 
 
-def draw_lanes(snap: Snapshot, supervised: tuple = ()) -> None:
-    """The lanes, with participants' members in their own palette."""
+def draw_lanes(snap: Snapshot, history: tuple = (), supervised: tuple = ()) -> None:
+    """The lanes, with participants in their own palette and fresh handovers highlighted."""
     st.markdown(f"#### Partitions of `{snap.topic or '?'}`")
     if not snap.partitions:
         st.caption("No partitions to show yet.")
         return
-    st.html(lanes_html(snap, lm.external_members(snap, supervised)))
+    moved = lm.handovers(history, now_ms=snap.taken_ms) if history else {}
+    st.html(lanes_html(snap, lm.external_members(snap, supervised), moved))
 
 
 def draw_cards(snap: Snapshot, supervised: tuple) -> None:
@@ -161,7 +162,10 @@ def header_panel(ctx: ViewContext) -> None:
 def lanes_panel(ctx: ViewContext) -> None:
     snap = _snapshot(ctx)
     if snap is not None:
-        draw_lanes(snap, _supervised(ctx))
+        # only the last couple of minutes: enough to name a partition's previous owner
+        since = snap.taken_ms - int(lm.HANDOVER_LOOKBACK_S * 1000)
+        history = observer_for(ctx.target, ctx.group, ctx.topic).history(since_ms=since)
+        draw_lanes(snap, history, _supervised(ctx))
 
 
 @st.fragment(run_every=REFRESH_S)

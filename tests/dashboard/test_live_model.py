@@ -1,5 +1,5 @@
 """Pure view-model logic of the Live page: feed wording, idle rule, cards, series, locator,
-and the lanes' colours (health, participants)."""
+handovers, and the lanes' colours (health, participants)."""
 
 from __future__ import annotations
 
@@ -158,17 +158,42 @@ def test_series_average_irons_out_micro_batch_commits():
     assert len(lm.series(hist * 20, limit=50)) == 50
 
 
-def test_lanes_colour_lag_by_health():
+def test_handover_names_the_previous_owner_across_an_unowned_gap():
+    hist = [snap(1000, {0: "ada", 1: "ada", 2: "bruno"}),
+            snap(2000, {0: "ada", 1: None, 2: None}),  # eager rebalance: nobody owns it
+            snap(3000, {0: "ada", 1: "chloe", 2: "bruno"})]  # P2 back to bruno: not a move
+    moves = lm.handovers(hist)
+    assert moves == {1: lm.Handover(1, "ada", "chloe", 3000)}
+    hold = int(lm.HANDOVER_S * 1000)
+    assert lm.handovers(hist, now_ms=3000 + hold) == moves
+    assert lm.handovers(hist, now_ms=3001 + hold) == {}  # highlighted for a few seconds only
+    # unowned again: nothing to highlight; a later owner came "from chloe", the last named one
+    later = [*hist, snap(4000, {0: "ada", 1: None, 2: "bruno"})]
+    assert lm.handovers(later) == {}
+    later.append(snap(5000, {0: "ada", 1: "dmitri", 2: "bruno"}))
+    assert lm.handovers(later)[1].previous == "chloe"
+    # the first owner ever seen, or one older than the look-back, is no handover
+    assert lm.handovers([snap(1000, {0: "ada"})]) == {}
+    old = int(lm.HANDOVER_LOOKBACK_S * 1000) + 10_000
+    assert lm.handovers([snap(1000, {0: "ada"}), snap(old, {0: "bruno"})]) == {}
+    assert lm.handovers([]) == {}
+
+
+def test_lanes_colour_lag_by_health_and_highlight_a_handover():
     s = snap(5000, {0: "ada", 1: "chloe"}, ends={0: 50, 1: 900}, committed={0: 40, 1: 100})
     stalled = s.partitions[1].model_copy(update={"health": "STALL"})
     s = s.model_copy(update={"partitions": (s.partitions[0], stalled)})
-    html = lanes_html(s)
+    html = lanes_html(s, moved={1: lm.Handover(1, "ada", "chloe", 3000)})
     _, p0, p1 = re.split(r'(?=<div class="p")', html.split('data-testid="gs-lanes"', 1)[1])
     assert f"background:{health_fill('OK')}" in p0 and "#dc2626" not in p0  # healthy: green
     assert f"background:{health_fill('STALL')}" in p1 and "800 · STALL" in p1
+    assert "from ada" in p1 and "data-moved" not in p0
+    assert "moved from ada to chloe 2 s ago" in p1
     # the cells keep their plain class names: the page test finds owners by them
     owners = re.findall(r'class="p"[^>]*>P(\d)</div><div class="own"[^>]*>([^<]+)<', html)
     assert owners == [("0", "ada"), ("1", "chloe")]
+    # a stale handover (the partition has another owner now) is not drawn
+    assert "from ada" not in lanes_html(s, moved={1: lm.Handover(1, "ada", "bruno", 3000)})
 
 
 def test_participants_get_their_own_palette_in_lanes_and_cards():
