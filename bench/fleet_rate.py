@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, TopicPartition
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import ensure_input_topic
 from backend.fleet.recovery import recover_next_seq
-from backend.fleet.simulator import FleetSimulator
+from backend.fleet.simulator import FleetSimulator, stream_ids
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Recovery:
 def measure_recovery(settings: KafkaSettings, topic: str, total: int, streams: int
                      ) -> list[Recovery]:
     """What a restart costs: known streams stop early; a never-seen key reads everything."""
-    known = [f"car-{i:02d}" for i in range(1, streams + 1)]
+    known = stream_ids(streams)
     out = []
     for case, keys in (("restart, known streams", known),
                        ("plus one never-produced stream", [*known, "car-999"])):

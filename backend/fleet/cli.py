@@ -21,9 +21,9 @@ def _rate(text: str) -> float:
     return positive(float)(text)
 
 
-PRODUCE = ("Produce telemetry for N cars (streams car-01, car-02, …; key = stream id, murmur2 "
-           "partitioner) at a total rate. Each stream's seq resumes from the topic. Creates "
-           "the topic if missing. Ctrl-C flushes and exits.")
+PRODUCE = ("Produce telemetry for N cars (streams car-NN chosen to cover the default "
+           "partitions; key = stream id, murmur2 partitioner) at a total rate. Each stream's "
+           "seq resumes from the topic. Creates the topic if missing. Ctrl-C flushes and exits.")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
