@@ -33,8 +33,9 @@ from dashboard.leaderboard_model import (
     LeaderRow,
     duration_text,
 )
+from dashboard.live_model import external_members
 from dashboard.pollers import observer_for
-from dashboard.theme import replica_colour
+from dashboard.theme import member_style
 
 JOIN_REFRESH_S = 5.0  # room.json changes once per `up --room`; the card need not chase it
 BOARD_REFRESH_S = 1.0
@@ -169,8 +170,10 @@ def _badge(row: LeaderRow) -> str:
     return f'<span class="badge" style="background:{colour}">{escape(row.badge)}</span>'
 
 
-def leaderboard_html(rows: list[LeaderRow], now_ms: int) -> str:
-    """The table: names and hosts come from clients' own settings, so all is escaped."""
+def leaderboard_html(rows: list[LeaderRow], now_ms: int,
+                     external: frozenset[str] = frozenset()) -> str:
+    """The table: names and hosts come from clients' own settings, so all is escaped.
+    `external` members (participants) get the participants' palette, as in the lanes."""
     body = []
     for rank, r in enumerate(rows, 1):
         parts = ", ".join(f"P{p}" for p in r.partitions) or "–"
@@ -184,8 +187,7 @@ def leaderboard_html(rows: list[LeaderRow], now_ms: int) -> str:
         body.append(
             f'<tr class="{"gone" if r.departed else "here"}">'
             f'<td class="n">{rank}</td>'
-            f'<td class="who"><span class="dot" style="background:{replica_colour(r.name)}">'
-            f'</span>{escape(r.name)}</td>'
+            f'<td class="who">{_dot(r.name, r.name in external)}{escape(r.name)}</td>'
             f"<td>{status}</td><td>{escape(r.host)}</td><td>{parts}</td>"
             f'<td class="n">{r.streams:,}</td><td class="n">{rate}</td>'
             f'<td class="n">{r.processed:,}</td>'
@@ -196,11 +198,19 @@ def leaderboard_html(rows: list[LeaderRow], now_ms: int) -> str:
             f'<thead>{head}</thead><tbody>{"".join(body)}</tbody></table>')
 
 
-def draw_leaderboard(rows: list[LeaderRow], now_ms: int) -> None:
+def _dot(name: str, external: bool) -> str:
+    look = member_style(name, external)
+    border = "dashed" if look.dashed else "solid"
+    return (f'<span class="dot" style="background:{look.fill};'
+            f'border:1px {border} {look.outline}"></span>')
+
+
+def draw_leaderboard(rows: list[LeaderRow], now_ms: int,
+                     external: frozenset[str] = frozenset()) -> None:
     st.markdown("#### Leaderboard")
     st.caption("Messages processed, counted from each member's committed offsets while it "
                "owned the partitions; members that left stay, greyed.")
-    st.html(leaderboard_html(rows, now_ms))
+    st.html(leaderboard_html(rows, now_ms, external))
 
 
 @st.fragment(run_every=BOARD_REFRESH_S)
@@ -209,6 +219,9 @@ def leaderboard_panel(ctx: ViewContext) -> None:
     from dashboard.views.live import _supervised  # live.py imports this module
 
     shared = observer_for(ctx.target, ctx.group, ctx.topic)
-    rows = _board_for(ctx.target, ctx.group, ctx.topic).update(shared.history, _supervised(ctx))
+    supervised = _supervised(ctx)
+    rows = _board_for(ctx.target, ctx.group, ctx.topic).update(shared.history, supervised)
+    snap = shared.latest()
+    external = external_members(snap, supervised) if snap is not None else frozenset()
     if rows:
-        draw_leaderboard(rows, int(time.time() * 1000))
+        draw_leaderboard(rows, int(time.time() * 1000), external)
