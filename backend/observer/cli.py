@@ -7,7 +7,7 @@ import os
 import sys
 
 from backend.cli_common import UserError, add_cluster_args
-from backend.contracts import DEFAULT_GROUP
+from backend.contracts import DEFAULT_GROUP, SNAPSHOT_JSON
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     if snap.error:
         raise UserError(snap.error)
     if args.json:
-        sys.stdout.write(snap.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(SNAPSHOT_JSON.dump_json(snap, indent=2).decode() + "\n")
         return 0
     if snap.state == "Dead" and not snap.members and not snap.partitions:
         print(f"group {snap.group} does not exist (no members, no committed offsets)")

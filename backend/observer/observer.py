@@ -110,7 +110,7 @@ class Observer:
     def _publish(self, snap: Snapshot) -> Snapshot:
         prev = self.store.latest()
         if prev is not None and snap.taken_ms < prev.taken_ms:
-            snap = snap.model_copy(update={"taken_ms": prev.taken_ms})
+            snap = replace(snap, taken_ms=prev.taken_ms)
         self.store.append(snap)
         return snap
 

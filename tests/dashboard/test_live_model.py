@@ -4,7 +4,7 @@ handovers, and the lanes' colours (health, participants)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backend.cluster.partitioner import partition_for
 from backend.contracts import (
@@ -101,7 +101,7 @@ def test_idle_warning_and_cards_name_idle_dead_and_external():
     html = cards_html(list(cards.values()))
     assert 'data-replica="dmitri"' in html and "123 msg/s" in html
     # mid-rebalance: members without partitions are only joining, so no names yet
-    moving = lm.idle_warning(s.model_copy(update={"state": "PreparingRebalance"}))
+    moving = lm.idle_warning(replace(s, state="PreparingRebalance"))
     assert moving is not None and "chloe" not in moving and "1 of them will be idle" in moving
     # as many members as partitions: nobody idle, no warning
     assert lm.idle_warning(snap(1, {0: "ada", 1: "bruno"})) is None
@@ -133,7 +133,7 @@ def test_lanes_escape_keys_and_cap_chips():
     s = snap(1, {0: "ada"})
     evil = _stream("<script>x</script>", 0, "ada")
     many = tuple(_stream(f"k{i}", 0, "ada") for i in range(100))
-    html = lanes_html(s.model_copy(update={"streams": (evil, *many)}))
+    html = lanes_html(replace(s, streams=(evil, *many)))
     assert "<script>x" not in html and "&lt;script&gt;" in html
     assert "+61 more" in html
 
@@ -150,7 +150,7 @@ def test_series_average_irons_out_micro_batch_commits():
     assert all(p.produced_avg_per_s == 200.0 for p in settled)
     assert all(180.0 <= (p.consumed_avg_per_s or 0) <= 220.0 for p in settled)
     # the window restarts on another topic: no rate across two topics
-    other = [s.model_copy(update={"topic": "u"}) for s in
+    other = [replace(s, topic="u") for s in
              (snap(20_500, {0: "ada"}, ends={0: 5}), snap(21_000, {0: "ada"}, ends={0: 105}))]
     after = lm.series([*hist, *other])
     assert after[-2].produced_avg_per_s is None and after[-1].produced_avg_per_s == 200.0
@@ -181,8 +181,8 @@ def test_handover_names_the_previous_owner_across_an_unowned_gap():
 
 def test_lanes_colour_lag_by_health_and_highlight_a_handover():
     s = snap(5000, {0: "ada", 1: "chloe"}, ends={0: 50, 1: 900}, committed={0: 40, 1: 100})
-    stalled = s.partitions[1].model_copy(update={"health": "STALL"})
-    s = s.model_copy(update={"partitions": (s.partitions[0], stalled)})
+    stalled = replace(s.partitions[1], health="STALL")
+    s = replace(s, partitions=(s.partitions[0], stalled))
     html = lanes_html(s, moved={1: lm.Handover(1, "ada", "chloe", 3000)})
     _, p0, p1 = re.split(r'(?=<div class="p")', html.split('data-testid="gs-lanes"', 1)[1])
     assert f"background:{health_fill('OK')}" in p0 and "#dc2626" not in p0  # healthy: green

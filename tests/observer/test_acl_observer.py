@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 
 from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.settings import resolve_settings
+from backend.contracts import SNAPSHOT_JSON
 from backend.netutil import free_port, wait_until
 from backend.observer.observer import Observer
 from tests.observer.conftest import Members, SteadyProducer, create_topic
@@ -111,7 +112,7 @@ def test_watcher_with_only_describe_and_read_sees_everything(
         # the ACLs are real: a group the watcher may not describe is refused, without leaks
         bad = denied.poll_once()
         assert bad.error and "AUTHORIZATION" in bad.error.upper()
-        texts = [bad.error, str(snap.model_dump()), str(observer.collector.errors)]
+        texts = [bad.error, str(SNAPSHOT_JSON.dump_python(snap)), str(observer.collector.errors)]
     finally:
         observer.stop()
         denied.stop()
