@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from backend.cli_common import UserError, add_cluster_args
+from backend.cli_common import UserError, add_cluster_args, positive
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
 from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 
@@ -29,6 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         for protocol, assignors in PROTOCOL_ASSIGNORS.items()))
     p.add_argument("--exactly-once", action="store_true",
                    help="summaries and offsets in one Kafka transaction")
+    p.add_argument("--static", action="store_true",
+                   help="static membership: group.instance.id = --id, so a restart within "
+                        "the session timeout takes the same partitions back without a "
+                        "rebalance (and a stopped or crashed replica holds them until then)")
+    p.add_argument("--max-rate", type=positive(float), default=None, metavar="N",
+                   help="take at most N messages/s on average (default: no cap); at the "
+                        "cap it waits, taking nothing, but stays in the group")
     p.add_argument("--spark-remote", default=None, help="Spark Connect URL (env SPARK_REMOTE)")
     p.add_argument("--spark-token", default=None, metavar="TOKEN",
                    help="the Spark Connect token of a workshop room (env GROUPSCOPE_SPARK_TOKEN, "
@@ -78,7 +85,8 @@ def _replica(args: argparse.Namespace) -> int:
         return 2
     cfg = ReplicaConfig(name=args.id, group=args.group, topic=args.topic, choice=choice,
                         exactly_once=args.exactly_once, spark_remote=args.spark_remote,
-                        batch_ms=args.batch_ms, batch_max=args.batch_max, feed=args.feed)
+                        batch_ms=args.batch_ms, batch_max=args.batch_max, feed=args.feed,
+                        static=args.static, max_rate=args.max_rate)
     from backend.cluster.topics import TopicError
 
     try:

@@ -14,7 +14,12 @@ Ordering guarantees (why each step is where it is):
   set explicitly right after it is assigned (paused while backing off, resumed otherwise):
   librdkafka keeps a pause across a rebalance that hands the partition back (its issue #1849),
   so a partition lost while paused (broker restart: session expired) would otherwise come back
-  paused for good; and a pause before `assign()` has no effect.
+  paused for good; and a pause before `assign()` has no effect;
+- a rate cap (`--max-rate`): each consume takes at most what the cap allows now, and out of
+  allowance the loop waits a moment without consuming (for a cap under 2 msg/s it pauses the
+  assignment the same way as above instead, PauseBook keeping the two reasons apart, and
+  polls on so the member still hears its rebalances); the prefetch is bounded, so records
+  beyond the cap wait in Kafka, where they show as lag.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from backend.proc import StopSignals
 from backend.replica.batch import MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
 from backend.replica.deadletter import DeadLetter
-from backend.replica.membership import GroupChoice, PauseBook, Rebalancer
+from backend.replica.membership import GroupChoice, PauseBook, RateGate, Rebalancer
 from backend.replica.spark_summary import SparkSummariser
 from backend.replica.state import StateStore
 from backend.replica.telemetry import Telemetry
@@ -61,6 +66,8 @@ class ReplicaConfig:
     batch_ms: int = 1000
     batch_max: int = 20_000
     feed: str = "typed"  # typed | raw: see bench/replica_batch.py
+    static: bool = False  # group.instance.id = name: a quick restart moves no partition
+    max_rate: float | None = None  # records/s taken at most, on average; None: no cap
 
 
 class Replica:
@@ -82,12 +89,14 @@ class Replica:
         self.dead_letters = 0
         self.batches = 0
         self.last_batch_ms: float | None = None
-        self.pauses = PauseBook()  # backing off after a failed batch, and what is paused
+        self.pauses = PauseBook()  # backing off, waiting on a low cap, and what is paused
+        self.gate = RateGate(cfg.max_rate)
         self.spark_ok = True
         self._retry_at = 0.0
         self._backoff = 0.5
         self._hb_at = 0.0
         self._hb_processed = 0
+        self._hb_closures = 0
         self._hb_time = time.monotonic()
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
@@ -103,7 +112,8 @@ class Replica:
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest", "isolation.level": "read_committed",
             "error_cb": self._on_kafka_error,
-            **cfg.choice.consumer_properties(),
+            **cfg.choice.consumer_properties(cfg.name if cfg.static else None),
+            **self.gate.consumer_properties(),
         })
         self.consumer = Consumer(conf)
         pconf: dict[str, Any] = {"client.id": f"{cfg.name}-state", "linger.ms": 5,
@@ -137,7 +147,7 @@ class Replica:
         ensure_topics(self.settings, group=cfg.group, topic=cfg.topic)
         self.telemetry.emit(EventType.STARTED, protocol=cfg.choice.protocol,
                             assignor=cfg.choice.assignor, exactly_once=cfg.exactly_once,
-                            topic=cfg.topic)
+                            topic=cfg.topic, static=cfg.static, max_rate=cfg.max_rate)
         self._warm_up()
         if self.stopping:
             return self._stopped()
@@ -188,8 +198,7 @@ class Replica:
         wait = 0.2
         if self.batch.started is not None and not self.pauses.backing_off:
             wait = max(0.0, min(wait, self.batch.started + cfg.batch_ms / 1000.0 - now))
-        msgs = self.consumer.consume(room, wait)
-        self._add(msgs)
+        self._add(self._take(room, wait))
         now = time.monotonic()
         if self.pauses.backing_off:
             if now >= self._retry_at:
@@ -198,6 +207,43 @@ class Replica:
             self._try_batch()
         if now >= self._hb_at:
             self._heartbeat(now)
+
+    def _take(self, room: int, timeout: float) -> list[Any]:
+        """Consume up to `room` records, and under a rate cap no more than it allows now.
+
+        Out of allowance, the loop waits for it without consuming (a fraction of a second,
+        see RateGate); for a cap too low for that it pauses the assignment and polls, so the
+        member keeps answering rebalances. A record that still arrives is repaid from the
+        next tokens.
+        """
+        assert self.consumer is not None
+        now = time.monotonic()
+        allowance = self.gate.allowance(now)
+        if allowance is None:
+            return self.consumer.consume(room, timeout)
+        if allowance == 0 and self.gate.quiet(now):
+            time.sleep(min(timeout, self.gate.until_open(now)))
+            return []
+        paused = allowance == 0
+        self._throttle(paused)
+        if paused:  # nothing comes back: this only polls
+            room, timeout = 1, min(timeout, self.gate.until_open(now))
+        else:
+            room = min(room, allowance)
+        msgs = self.consumer.consume(room, timeout)
+        self.gate.took(time.monotonic(), len(msgs))
+        return msgs
+
+    def _throttle(self, over: bool) -> None:
+        """Pause the assignment while a very low cap has no token, resume it when one comes
+        (not while backing off)."""
+        if over == self.pauses.throttled:
+            return
+        assigned = self._assigned_partitions()
+        if over:
+            self._flow(self.pauses.throttle(assigned), [], quiet=True)
+        else:
+            self._flow([], self.pauses.unthrottle(assigned), quiet=True)
 
     def _add(self, msgs: list[Any]) -> None:
         batch, ctx = self.batch, self.context
@@ -250,7 +296,7 @@ class Replica:
                 return future.result(timeout=0.05)
             except FutureTimeout:
                 room = max(1, self.cfg.batch_max - len(self.batch))
-                self._add(self.consumer.consume(room, 0))
+                self._add(self._take(room, 0))
 
     def _try_batch(self) -> None:
         if self._process_current():
@@ -272,14 +318,16 @@ class Replica:
         """Right after `assign()`: paused while backing off, a stale pause lifted otherwise."""
         self._flow(*self.pauses.assigned(partitions))
 
-    def _flow(self, pause: list[int], resume: list[int]) -> None:
+    def _flow(self, pause: list[int], resume: list[int], quiet: bool = False) -> None:
+        """Pause / resume partitions; `quiet` for a low rate cap's, about one a second."""
         assert self.consumer is not None
+        say = log.debug if quiet else log.info
         if pause:
             self.consumer.pause([TopicPartition(self.cfg.topic, p) for p in pause])
-            log.info("paused %s", pause)
+            say("paused %s", pause)
         if resume:
             self.consumer.resume([TopicPartition(self.cfg.topic, p) for p in resume])
-            log.info("resumed %s", resume)
+            say("resumed %s", resume)
 
     def _report_spark_error(self, exc: BaseException) -> None:
         self.spark_ok = False
@@ -446,6 +494,8 @@ class Replica:
         elapsed = max(1e-6, now - self._hb_time)
         rate = (self.processed - self._hb_processed) / elapsed
         self._hb_processed, self._hb_time = self.processed, now
+        # at its cap: it had more to take than the cap allowed since the last heartbeat
+        throttled, self._hb_closures = self.gate.closures > self._hb_closures, self.gate.closures
         self._hb_at = now + HEARTBEAT_S
         owned = sorted(self.rebalancer.owned)
         streams = sorted(set(self.state.streams_in(owned))
@@ -455,7 +505,8 @@ class Replica:
             last_batch_ms=None if self.last_batch_ms is None else round(self.last_batch_ms, 1),
             partitions=owned, streams=streams, idle=not owned, dead_letters=self.dead_letters,
             batches=self.batches, pending=len(self.batch), spark_ok=self.spark_ok,
-            backing_off=self.pauses.backing_off,
+            backing_off=self.pauses.backing_off, throttled=throttled,
+            max_rate=self.cfg.max_rate, static=self.cfg.static,
             protocol=self.cfg.choice.protocol, assignor=self.cfg.choice.assignor,
             exactly_once=self.cfg.exactly_once,
         )
