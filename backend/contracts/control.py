@@ -67,10 +67,13 @@ def resolve_assignor(protocol: str, assignor: str | None = None) -> str:
 # ---- limits -----------------------------------------------------------------------------
 
 MAX_REPLICAS = 64  # replicas one supervisor runs (a deployment may set a lower cap)
-MAX_RATE = 100_000.0  # messages per second for the in-process simulator
+MAX_RATE = 100_000.0  # messages per second: the in-process simulator, a replica's capacity
 MAX_STREAMS = 10_000  # simulated streams (cars)
 MAX_PARTITIONS = 1_000  # partitions the input topic may grow to
 MAX_BODY_BYTES = 64 * 1024  # a control request's body
+
+# a rate in messages per second, as a request gives it: above 0, at most MAX_RATE, finite
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]
 
 # ---- shared base ------------------------------------------------------------------------
 
@@ -91,11 +94,17 @@ class Request(BaseModel):
 # ---- what the supervisor reports --------------------------------------------------------
 
 class ReplicaOptions(Answer):
-    """How new replicas join: group protocol, assignor, delivery mode."""
+    """How new replicas join: group protocol, assignor, delivery mode, static membership, and
+    the capacity (rate cap) every replica of this supervisor runs with."""
 
     protocol: str = DEFAULT_PROTOCOL
     assignor: str = DEFAULT_ASSIGNOR
     exactly_once: bool = False
+    static: bool = Field(False, description="group.instance.id = the replica's name: a "
+                                            "restart within the session timeout moves no "
+                                            "partition")
+    max_rate: Rate | None = Field(None, description="messages/s each replica takes at most; "
+                                                    "null: no cap")
 
     @model_validator(mode="after")
     def _choice_works(self) -> ReplicaOptions:
@@ -122,6 +131,8 @@ class ReplicaInfo(Answer):
     protocol: str
     assignor: str
     exactly_once: bool
+    static: bool = False
+    max_rate: float | None = Field(None, description="messages/s it takes at most; null: no cap")
     restarts: int = 0
     crashes: int = 0
     forced: bool = Field(False, description="a graceful stop escalated to SIGKILL")
@@ -228,10 +239,18 @@ class OptionsRequest(Request):
     protocol: Protocol | None = None
     assignor: Assignor | None = None
     exactly_once: StrictBool | None = None
+    static: StrictBool | None = None
 
 
 class RateRequest(Request):
-    rate: Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]
+    rate: Rate
+
+
+class CapacityRequest(Request):
+    """Messages/s each replica takes at most, or null for no cap. The field is required, so
+    an empty body is refused rather than read as "off"."""
+
+    max_rate: Rate | None
 
 
 class StreamsRequest(Request):
@@ -259,6 +278,13 @@ class ScaleAnswer(Done):
 
 class OptionsAnswer(Done):
     options: ReplicaOptions
+
+
+class CapacityAnswer(Done):
+    """The options now in force, and the running replicas restarted to take the new cap."""
+
+    options: ReplicaOptions
+    restarting: tuple[str, ...] = ()
 
 
 class FleetAnswer(Done):

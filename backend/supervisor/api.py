@@ -26,6 +26,8 @@ from starlette.exceptions import HTTPException
 
 from backend.contracts.control import (
     MAX_BODY_BYTES,
+    CapacityAnswer,
+    CapacityRequest,
     Done,
     FleetAnswer,
     NoFields,
@@ -215,7 +217,13 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
               "new replicas", **changes)
     def options(body: OptionsRequest) -> OptionsAnswer:
         return OptionsAnswer(options=supervisor.set_options(
-            body.protocol, body.assignor, body.exactly_once))
+            body.protocol, body.assignor, body.exactly_once, body.static))
+
+    @app.post("/capacity", responses=CHANGE, summary="messages/s each replica takes at most "
+              "(null: no cap); running replicas restart with it", **changes)
+    def capacity(body: CapacityRequest) -> CapacityAnswer:
+        options, restarting = supervisor.set_capacity(body.max_rate)
+        return CapacityAnswer(options=options, restarting=tuple(restarting))
 
     @app.post("/fleet/start", responses=CHANGE, summary="start the simulator", **changes)
     def fleet_start(body: NoFields | None = None) -> FleetAnswer:

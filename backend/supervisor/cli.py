@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from backend.cli_common import add_cluster_args
+from backend.cli_common import add_cluster_args, positive
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC
-from backend.contracts.control import FleetState, ReplicaOptions, Status
+from backend.contracts.control import CapacityAnswer, FleetState, ReplicaOptions, Status
 
 if TYPE_CHECKING:
     from backend.supervisor.client import ControlClient
@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--assignor", choices=assignors, default=None,
                    help="default: range (classic), uniform (consumer)")
     p.add_argument("--exactly-once", action="store_true", help="replicas use transactions")
+    p.add_argument("--static", action="store_true",
+                   help="replicas are static members (group.instance.id = their name)")
+    p.add_argument("--max-rate", type=positive(float), default=None, metavar="N",
+                   help="capacity: messages/s each replica takes at most (default: no cap)")
     p.add_argument("--no-fleet", dest="fleet", action="store_false",
                    help="do not run the fleet simulator")
     p.add_argument("--streams", type=int, default=12, help="simulated cars (default 12)")
@@ -91,12 +95,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     act("streams", "number of simulated streams").add_argument("streams", metavar="N")
     act("partitions", "grow the input topic to P partitions; lists streams that move"
         ).add_argument("partitions", metavar="P")
-    o = act("options", "protocol / assignor / delivery for replicas started from now on")
+    o = act("options", "protocol / assignor / delivery / membership for replicas started "
+            "from now on")
     o.add_argument("--protocol", choices=list(PROTOCOL_ASSIGNORS))
     o.add_argument("--assignor", choices=assignors)
     eos = o.add_mutually_exclusive_group()
     eos.add_argument("--exactly-once", dest="exactly_once", action="store_true", default=None)
     eos.add_argument("--at-least-once", dest="exactly_once", action="store_false")
+    membership = o.add_mutually_exclusive_group()
+    membership.add_argument("--static", dest="static", action="store_true", default=None,
+                            help="static members: a quick restart moves no partition")
+    membership.add_argument("--dynamic", dest="static", action="store_false")
+    act("capacity", "messages/s each replica takes at most, or off; running replicas "
+        "restart with it").add_argument("max_rate", metavar="N|off")
     act("fleet", "start or stop the fleet simulator").add_argument(
         "fleet_action", choices=["start", "stop"])
     ctl.set_defaults(func=_ctl)
@@ -114,7 +125,7 @@ def _backend(args: argparse.Namespace) -> int:
 
     from backend.cluster.properties import KafkaConfigError
     from backend.cluster.settings import resolve_settings
-    from backend.contracts.control import MAX_REPLICAS
+    from backend.contracts.control import MAX_RATE, MAX_REPLICAS
     from backend.engine.session import spark_remote
     from backend.netutil import wait_until
     from backend.paths import data_dir
@@ -129,11 +140,14 @@ def _backend(args: argparse.Namespace) -> int:
                         stream=sys.stderr)
     if not 0 <= args.replicas <= MAX_REPLICAS:
         return _fail("backend", f"--replicas must be between 0 and {MAX_REPLICAS}")
+    if args.max_rate is not None and args.max_rate > MAX_RATE:
+        return _fail("backend", f"--max-rate must be at most {MAX_RATE:g}")
     if args.partitions < 1 or args.streams < 1 or args.rate < 0 or args.stop_grace <= 0:
         return _fail("backend", "--partitions and --streams must be >= 1, --rate >= 0, "
                                 "--stop-grace > 0")
     try:
-        options = validate_options(args.protocol, args.assignor, args.exactly_once)
+        options = validate_options(args.protocol, args.assignor, args.exactly_once,
+                                   static=args.static, max_rate=args.max_rate)
     except InvalidRequest as exc:
         return _fail("backend", str(exc))
     command_text = args.replica_command or os.environ.get(ENV_REPLICA_COMMAND)
@@ -201,7 +215,7 @@ def _ctl(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         return _fail("ctl", "say what to do: status | start | kill NAME | stop NAME | "
                             "restart NAME | scale N | rate R | streams N | partitions P | "
-                            "options ... | fleet start|stop")
+                            "options ... | capacity N|off | fleet start|stop")
     try:
         client = _client(args)
         out = _run_action(client, args)
@@ -235,7 +249,10 @@ def _run_action(client: ControlClient, args: argparse.Namespace) -> BaseModel:
     if a == "partitions":
         return client.add_partitions(_number(args.partitions, "P", int))
     if a == "options":
-        return client.set_options(args.protocol, args.assignor, args.exactly_once)
+        return client.set_options(args.protocol, args.assignor, args.exactly_once, args.static)
+    if a == "capacity":
+        off = args.max_rate.strip().lower() == "off"
+        return client.set_capacity(None if off else _number(args.max_rate, "N", float))
     if a == "fleet":
         return client.fleet_start() if args.fleet_action == "start" else client.fleet_stop()
     raise ValueError(f"unknown action {a}")
@@ -292,16 +309,17 @@ def render_status(st: Status, colour: bool = False) -> str:
             if r.forced:
                 exit_ += " (forced)"
         rows.append([r.name, r.state, str(r.pid or "-"), _uptime(r.started_at, r.ended_at),
-                     member, _parts(r.partitions), f"{r.protocol}/{r.assignor}",
-                     _delivery(r.exactly_once), str(r.restarts), exit_])
+                     member, _parts(r.partitions),
+                     f"{r.protocol}/{r.assignor}" + ("/static" if r.static else ""),
+                     _delivery(r.exactly_once), _cap(r.max_rate), str(r.restarts), exit_])
     for m in st.external:
         rows.append([m.client_id, "external", "-", "-", "yes", _parts(m.partitions),
-                     "-", "-", "-", f"host {m.host}"])
+                     "-", "-", "-", "-", f"host {m.host}"])
     out = [f"group {st.group} ({st.group_state or '?'}) on topic {st.topic}, "
            f"{st.partitions or '?'} partitions; {len(st.running)} replicas running"
            + (f", {len(st.external)} external" if st.external else "")]
     text = table(["NAME", "STATE", "PID", "UPTIME", "MEMBER", "PARTITIONS", "PROTOCOL",
-                  "DELIVERY", "RESTARTS", "EXIT"], rows) if rows else "(no replicas)"
+                  "DELIVERY", "CAP", "RESTARTS", "EXIT"], rows) if rows else "(no replicas)"
     if colour and rows:
         text = _paint_names(text, [r.colour for r in st.replicas] + [m.colour for m in st.external])
     out.append(text)
@@ -317,8 +335,18 @@ def _delivery(exactly_once: bool) -> str:
     return "exactly-once" if exactly_once else "at-least-once"
 
 
+def _cap(max_rate: float | None) -> str:
+    return "-" if max_rate is None else f"{max_rate:g}/s"
+
+
+def _render_capacity(max_rate: float | None) -> str:
+    return "no cap" if max_rate is None else f"at most {max_rate:g} msg/s each"
+
+
 def _render_options(o: ReplicaOptions) -> str:
-    return f"new replicas: {o.protocol}/{o.assignor}, {_delivery(o.exactly_once)}"
+    membership = "static" if o.static else "dynamic"
+    return (f"new replicas: {o.protocol}/{o.assignor}, {_delivery(o.exactly_once)}, "
+            f"{membership}; capacity: {_render_capacity(o.max_rate)}")
 
 
 def _render_fleet(f: FleetState) -> str:
@@ -347,6 +375,10 @@ def _render(out: BaseModel) -> str:
         return _render_fleet(out)
     if isinstance(out, ReplicaOptions):
         return _render_options(out)
+    if isinstance(out, CapacityAnswer):
+        restarting = (f"; restarting {', '.join(out.restarting)}" if out.restarting
+                      else "; no running replica to restart")
+        return f"capacity: {_render_capacity(out.options.max_rate)}{restarting}"
     if isinstance(out, PartitionChange):
         head = (f"{out.topic}: {out.before} -> {out.after} partitions; "
                 f"{len(out.moved)} of {out.streams_checked} streams now land on a "

@@ -19,6 +19,8 @@ from urllib.parse import quote
 from pydantic import BaseModel, ValidationError
 
 from backend.contracts.control import (
+    CapacityAnswer,
+    CapacityRequest,
     FleetAnswer,
     FleetState,
     OptionsAnswer,
@@ -68,7 +70,8 @@ class ControlClient:
 
     def request(self, method: str, path: str, body: BaseModel | None = None,
                 raw: bytes | None = None, auth: bool = True) -> dict[str, Any]:
-        """One call; the answer's JSON object. `raw` sends bytes as they are (tests)."""
+        """One call; the answer's JSON object. `raw` sends bytes as they are (tests, and a
+        body whose null means something)."""
         data = raw
         if data is None and body is not None:
             data = body.model_dump_json(exclude_none=True).encode()
@@ -95,8 +98,8 @@ class ControlClient:
             raise ControlError(f"supervisor at {self.url} not reachable: {reason}") from None
 
     def _call(self, answer: type[M], method: str, path: str,
-              body: BaseModel | None = None, auth: bool = True) -> M:
-        data = self.request(method, path, body, auth=auth)
+              body: BaseModel | None = None, auth: bool = True, raw: bytes | None = None) -> M:
+        data = self.request(method, path, body, raw=raw, auth=auth)
         try:
             return answer.model_validate(data)
         except ValidationError as exc:
@@ -135,10 +138,19 @@ class ControlClient:
                           ScaleRequest.model_construct(replicas=replicas))
 
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
-                    exactly_once: bool | None = None) -> ReplicaOptions:
+                    exactly_once: bool | None = None, static: bool | None = None,
+                    ) -> ReplicaOptions:
         body = OptionsRequest.model_construct(protocol=protocol, assignor=assignor,
-                                              exactly_once=exactly_once)
+                                              exactly_once=exactly_once, static=static)
         return self._call(OptionsAnswer, "POST", "/options", body).options
+
+    def set_capacity(self, max_rate: float | None) -> CapacityAnswer:
+        """Messages/s each replica takes at most; None turns the cap off. Running replicas
+        restart with it (`restarting` in the answer)."""
+        body = CapacityRequest.model_construct(max_rate=max_rate)
+        # sent with its null: `{"max_rate": null}` is "off", an empty body is refused
+        return self._call(CapacityAnswer, "POST", "/capacity",
+                          raw=body.model_dump_json().encode())
 
     def fleet_start(self) -> FleetState:
         return self._call(FleetAnswer, "POST", "/fleet/start").fleet

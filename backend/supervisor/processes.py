@@ -52,7 +52,8 @@ def default_replica_command() -> tuple[str, ...]:
 
 def replica_argv(name: str, group: str, topic: str, bootstrap: str, *,
                  protocol: str | None = None, assignor: str | None = None,
-                 exactly_once: bool = False, kafka_config: str | None = None,
+                 exactly_once: bool = False, static: bool = False,
+                 max_rate: float | None = None, kafka_config: str | None = None,
                  spark_remote: str | None = None,
                  command: Sequence[str] | None = None, extra: Sequence[str] = ()) -> list[str]:
     """A replica's command line, the one builder of it: the supervisor, the test harness and
@@ -67,6 +68,10 @@ def replica_argv(name: str, group: str, topic: str, bootstrap: str, *,
     args += ["--bootstrap", bootstrap]
     if exactly_once:
         args.append("--exactly-once")
+    if static:
+        args.append("--static")
+    if max_rate is not None:
+        args += ["--max-rate", repr(float(max_rate))]
     if kafka_config:
         args += ["--kafka-config", str(Path(kafka_config).resolve())]
     if spark_remote:
@@ -106,17 +111,18 @@ class LaunchConfig:
     def argv(self, name: str, options: ReplicaOptions) -> list[str]:
         return replica_argv(name, self.group, self.topic, self.bootstrap,
                             protocol=options.protocol, assignor=options.assignor,
-                            exactly_once=options.exactly_once, kafka_config=self.kafka_config,
+                            exactly_once=options.exactly_once, static=options.static,
+                            max_rate=options.max_rate, kafka_config=self.kafka_config,
                             spark_remote=self.spark_remote, command=self.command,
                             extra=self.extra_args)
 
 
-def validate_options(protocol: str, assignor: str | None, exactly_once: bool = False,
-                     ) -> ReplicaOptions:
+def validate_options(protocol: str, assignor: str | None, exactly_once: bool = False, *,
+                     static: bool = False, max_rate: float | None = None) -> ReplicaOptions:
     """The options a replica joins with, or InvalidRequest naming what to choose instead."""
     try:
         return ReplicaOptions(protocol=protocol, assignor=resolve_assignor(protocol, assignor),
-                              exactly_once=exactly_once)
+                              exactly_once=exactly_once, static=static, max_rate=max_rate)
     except (GroupChoiceError, ValidationError) as exc:
         raise InvalidRequest(_first_line(exc)) from None
 
@@ -166,7 +172,8 @@ class ReplicaProcess:
             name=self.name, colour=colour_for(self.name), state=self.state, pid=self.pid,
             started_at=self.started_at, ended_at=self.ended_at, returncode=self.returncode,
             exit_signal=sig, protocol=self.options.protocol, assignor=self.options.assignor,
-            exactly_once=self.options.exactly_once, restarts=self.restarts,
+            exactly_once=self.options.exactly_once, static=self.options.static,
+            max_rate=self.options.max_rate, restarts=self.restarts,
             crashes=self.crashes, forced=self.forced,
             log_file=str(self.log_file) if self.log_file else None,
         )
@@ -263,7 +270,8 @@ class ReplicaPool:
     # ---- actions ---------------------------------------------------------------------------
 
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
-                    exactly_once: bool | None = None) -> ReplicaOptions:
+                    exactly_once: bool | None = None, static: bool | None = None,
+                    ) -> ReplicaOptions:
         """Options for replicas started from now on; running ones keep theirs."""
         with self._lock:
             old = self._options
@@ -272,8 +280,34 @@ class ReplicaPool:
             self._options = validate_options(
                 protocol if protocol is not None else old.protocol,
                 assignor if assignor is not None or switching else old.assignor,
-                old.exactly_once if exactly_once is None else exactly_once)
+                old.exactly_once if exactly_once is None else exactly_once,
+                static=old.static if static is None else static, max_rate=old.max_rate)
             return self._options
+
+    def set_capacity(self, max_rate: float | None) -> tuple[ReplicaOptions, list[str]]:
+        """Every replica's rate cap (None: none), for new replicas and running ones alike.
+
+        Capacity is a property of the fleet, not of one replica, and a replica reads it only
+        from its command line: so each running replica with another cap is restarted (the
+        graceful restart: finish the batch, commit, start again with the new cap). They all
+        restart at once, which is one rebalance rather than one per replica. Returns the new
+        options and the replicas restarting.
+        """
+        with self._lock:
+            self._check_open()
+            old = self._options
+            self._options = validate_options(old.protocol, old.assignor, old.exactly_once,
+                                             static=old.static, max_rate=max_rate)
+            restarting = []
+            for rec in self._live():  # one stopping now takes the new cap if restarted later
+                if rec.options.max_rate == max_rate:
+                    continue
+                rec.options = rec.options.model_copy(update={"max_rate": max_rate})
+                if rec.intent is None:
+                    self._terminate(rec, "restart")
+                if rec.intent == "restart":  # one restarting already comes back with it too
+                    restarting.append(rec.name)
+            return self._options, sorted(restarting)
 
     def start(self) -> ReplicaInfo:
         """Start one more replica under the first free name."""
@@ -310,7 +344,8 @@ class ReplicaPool:
 
     def restart(self, name: str) -> ReplicaInfo:
         """Graceful stop, then the same name starts again with its own options (new options
-        are for new replicas); a stopped, killed or crashed one just starts."""
+        are for new replicas) and the fleet's current capacity; a stopped, killed or crashed
+        one just starts."""
         with self._lock:
             self._check_open()
             rec = self._record(name)
@@ -318,8 +353,9 @@ class ReplicaPool:
                 live = {r.name for r in self._live()}
                 if name in live:  # cannot happen: one record per name
                     raise PoolError(f"replica {name} is already running")
+                options = rec.options.model_copy(update={"max_rate": self._options.max_rate})
                 return self._spawn(name, restarts=rec.restarts + 1, crashes=rec.crashes,
-                                   options=rec.options).info()
+                                   options=options).info()
             if rec.intent in ("kill", "shutdown"):
                 raise PoolError(f"replica {name} is going away ({rec.intent}); restart it "
                                 f"once it has ended")

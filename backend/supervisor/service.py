@@ -269,8 +269,11 @@ class SupervisorService:
         return self._pool().scale(n)
 
     def set_options(self, protocol: str | None, assignor: str | None,
-                    exactly_once: bool | None) -> ReplicaOptions:
-        return self._pool().set_options(protocol, assignor, exactly_once)
+                    exactly_once: bool | None, static: bool | None = None) -> ReplicaOptions:
+        return self._pool().set_options(protocol, assignor, exactly_once, static)
+
+    def set_capacity(self, max_rate: float | None) -> tuple[ReplicaOptions, list[str]]:
+        return self._pool().set_capacity(max_rate)
 
     # ---- fleet and topic -------------------------------------------------------------------
 

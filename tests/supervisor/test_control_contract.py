@@ -16,6 +16,7 @@ from starlette.routing import Route
 from backend.contracts.control import (
     MAX_RATE,
     MAX_REPLICAS,
+    CapacityRequest,
     NoFields,
     OptionsRequest,
     RateRequest,
@@ -198,3 +199,69 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    (b"{}", "missing field 'max_rate'"),
+    (b'{"max_rate": 0}', "greater than 0, not 0"),
+    (b'{"max_rate": -5}', "greater than 0, not -5"),
+    (f'{{"max_rate": {MAX_RATE * 2}}}'.encode(), f"less than or equal to {MAX_RATE:g}"),
+    (b'{"max_rate": "50"}', "valid number, not '50'"),
+    (b'{"max_rate": true}', "valid number, not True"),
+    (b'{"max_rate": 50, "replicas": 2}', "unknown field 'replicas'"),
+])
+def test_capacity_refusals_are_one_line(raw: bytes, fragment: str) -> None:
+    line = _refusal(CapacityRequest, raw)
+    assert fragment in line and "\n" not in line
+
+
+def test_capacity_takes_a_rate_or_null_for_off() -> None:
+    assert CapacityRequest.model_validate_json(b'{"max_rate": 50}').max_rate == 50.0
+    assert CapacityRequest.model_validate_json(b'{"max_rate": 0.5}').max_rate == 0.5
+    assert CapacityRequest.model_validate_json(b'{"max_rate": null}').max_rate is None
+    assert OptionsRequest.model_validate_json(b'{"static": true}').static is True
+    assert "valid boolean" in _refusal(OptionsRequest, b'{"static": "yes"}')
+    with pytest.raises(InvalidRequest, match="greater than 0"):
+        validate_options("classic", None, max_rate=0)
+
+
+def test_launch_argv_carries_static_and_the_cap() -> None:
+    cfg = LaunchConfig(group="g", topic="t", bootstrap="127.0.0.1:1", command=("run",))
+    argv = cfg.argv("ada", validate_options("classic", None, static=True, max_rate=50))
+    assert argv[argv.index("--max-rate") + 1] == "50.0" and "--static" in argv
+    plain = cfg.argv("ada", ReplicaOptions())
+    assert "--static" not in plain and "--max-rate" not in plain
+
+
+class _CapacityStub:
+    """Just enough supervisor for the /capacity route: records what reached it."""
+
+    def __init__(self) -> None:
+        self.asked: list[float | None] = []
+
+    def set_capacity(self, max_rate: float | None) -> tuple[ReplicaOptions, list[str]]:
+        self.asked.append(max_rate)
+        return ReplicaOptions(max_rate=max_rate), ["ada", "bruno"]
+
+
+def test_client_and_route_carry_a_cap_and_off_over_http() -> None:
+    from backend.supervisor.api import ControlServer
+    from backend.supervisor.client import ControlClient, ControlError
+
+    stub = _CapacityStub()
+    server = ControlServer(stub, "tok")  # type: ignore[arg-type]
+    server.start_background()
+    try:
+        client = ControlClient(server.url, "tok", timeout=10)
+        answer = client.set_capacity(50)
+        assert answer.options.max_rate == 50.0 and answer.restarting == ("ada", "bruno")
+        assert client.set_capacity(None).options.max_rate is None  # null travels as null
+        with pytest.raises(ControlError, match="missing field 'max_rate'") as err:
+            client.request("POST", "/capacity", raw=b"{}")
+        assert err.value.status == 422
+        with pytest.raises(ControlError) as err:
+            ControlClient(server.url, None, timeout=10).set_capacity(5)
+        assert err.value.status == 401
+        assert stub.asked == [50.0, None]  # refusals reached nothing
+    finally:
+        server.stop()

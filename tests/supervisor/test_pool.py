@@ -165,3 +165,59 @@ def test_options_apply_to_new_replicas_only(make_pool) -> None:
                                         for r in rs), 10)
     ada = pool.get("ada")
     assert (ada.protocol, ada.assignor, ada.exactly_once) == ("classic", "range", False)
+
+
+def _cmdline(pool: ReplicaPool, name: str) -> list[str]:
+    """[] while the pid is between processes (exited, a zombie, not yet respawned)."""
+    try:
+        return psutil.Process(pool.get(name).pid).cmdline()
+    except psutil.Error:
+        return []
+
+
+def _cap_in_cmdline(pool: ReplicaPool, name: str, cap: str | None) -> bool:
+    """The replica's command line (once the shim has exec'd it) asks for `cap`, or no cap."""
+    args = _cmdline(pool, name)
+    if "-c" not in args:
+        return False  # still the shim
+    if cap is None:
+        return "--max-rate" not in args
+    return "--max-rate" in args and args[args.index("--max-rate") + 1] == cap
+
+
+def test_capacity_applies_to_running_replicas_by_restarting_them(make_pool) -> None:
+    pool = make_pool(SLEEPER)
+    pool.start()
+    pool.start()
+    opts, restarting = pool.set_capacity(50.0)
+    assert opts.max_rate == 50.0 and restarting == ["ada", "bruno"]
+    assert pool.wait_for(lambda rs: sorted((r.name, r.restarts) for r in rs if r.alive
+                                           and r.state == "running")
+                         == [("ada", 1), ("bruno", 1)], 20)
+    for name in ("ada", "bruno"):
+        assert pool.get(name).max_rate == 50.0
+        wait_until(lambda n=name: _cap_in_cmdline(pool, n, "50.0"), 10,
+                   what=f"{name}'s command line with the cap")
+    assert pool.set_capacity(50.0)[1] == []  # the same cap again restarts nothing
+    pool.start()  # a new replica takes the cap too
+    wait_until(lambda: _cap_in_cmdline(pool, "chloe", "50.0"), 10, what="chloe's cap")
+    # a stopped replica revived later comes back with the cap then in force
+    pool.stop("chloe")
+    assert pool.wait_for(lambda rs: any(r.name == "chloe" and not r.alive for r in rs), 10)
+    _, restarting = pool.set_capacity(None)
+    assert restarting == ["ada", "bruno"]
+    pool.restart("chloe")
+    for name in ("ada", "bruno", "chloe"):
+        wait_until(lambda n=name: pool.get(n).alive and _cap_in_cmdline(pool, n, None), 20,
+                   what=f"{name} without a cap")
+        assert pool.get(name).max_rate is None
+
+
+def test_static_option_is_for_new_replicas(make_pool) -> None:
+    pool = make_pool(SLEEPER)
+    pool.start()
+    assert pool.set_options(static=True).static
+    assert pool.set_options(exactly_once=True).static  # other options keep it
+    pool.start()
+    assert not pool.get("ada").static and pool.get("bruno").static
+    wait_until(lambda: "--static" in _cmdline(pool, "bruno"), 10, what="bruno's --static")

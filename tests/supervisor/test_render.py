@@ -67,3 +67,19 @@ def test_colour_paints_only_the_names() -> None:
 def test_table_handles_empty_rows() -> None:
     assert table(["A", "BB"], []) == "A  BB"
     assert table(["A", "B"], [["xyz", "1"]]) == "A    B\nxyz  1"
+
+
+def test_status_shows_each_replica_cap_and_membership_and_the_options() -> None:
+    capped = STATUS.model_copy(update={
+        "replicas": (_replica("ada", "running", True, (0, 1), static=True, max_rate=50.0),
+                     _replica("bruno", "running", True, (2,))),
+        "external": (),
+        "options": ReplicaOptions(static=True, max_rate=50.0)})
+    lines = render_status(capped).splitlines()
+    header, ada, bruno = lines[1:4]
+    cap = header.index("CAP")
+    assert ada[cap:].split()[0] == "50/s" and bruno[cap:].split()[0] == "-"
+    assert "classic/range/static" in ada and "classic/range/static" not in bruno
+    assert lines[-2] == ("new replicas: classic/range, at-least-once, static; "
+                         "capacity: at most 50 msg/s each")
+    assert "capacity: no cap" in render_status(STATUS)
