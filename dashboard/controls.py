@@ -22,6 +22,7 @@ from backend.contracts.control import (
     MAX_REPLICAS,
     MAX_STREAMS,
     PROTOCOL_ASSIGNORS,
+    CapacityAnswer,
     FleetState,
     PartitionChange,
     ReplicaInfo,
@@ -91,6 +92,10 @@ def _summary(label: str, result: object) -> str:
     if isinstance(result, PartitionChange):
         return (f"{result.before} → {result.after} partitions; "
                 f"{len(result.moved)} of {result.streams_checked} streams moved")
+    if isinstance(result, CapacityAnswer):
+        cap = result.options.max_rate
+        return (f"capacity {'off' if cap is None else f'{cap:g} msg/s per replica'}; "
+                f"restarting {', '.join(result.restarting) or 'none'}")
     if isinstance(result, ReplicaOptions):
         return (f"new replicas join with {result.protocol}/{result.assignor}"
                 f"{', exactly-once' if result.exactly_once else ''}")
@@ -173,8 +178,21 @@ def _controls_panel(ctx: ViewContext) -> None:
                             if opts and opts.assignor in assignors else 0, key="ctl_assignor")
     eos = st.toggle("exactly-once", value=bool(opts.exactly_once) if opts else False,
                     disabled=off, key="ctl_eos")
+    static = st.toggle("static membership", value=bool(opts.static) if opts else False,
+                       disabled=off, key="ctl_static",
+                       help="group.instance.id = the replica's name: a quick restart moves "
+                            "nothing")
     if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
-        _call("options", lambda c: c.set_options(protocol, assignor, eos))
+        _call("options", lambda c: c.set_options(protocol, assignor, eos, static=static))
+
+    cap = st.number_input("capacity per replica (msg/s, 0 = no cap)", min_value=0.0,
+                          max_value=MAX_RATE, step=10.0, disabled=off, key="ctl_capacity",
+                          value=float(opts.max_rate or 0.0) if opts else 0.0,
+                          help="each replica takes at most this many messages a second, so "
+                               "adding replicas visibly lowers the lag; running replicas "
+                               "restart to take it")
+    if st.button("Set capacity", disabled=off, key="ctl_set_capacity"):
+        _call("capacity", lambda c: c.set_capacity(float(cap) if cap > 0 else None))
 
     fleet = status.fleet if status else None
     rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=MAX_RATE,
