@@ -106,8 +106,8 @@ class Event:
 class MemberView:
     member_id: str
     client_id: str
+    partitions: tuple[int, ...]  # on the watched topic
     host: str
-    partitions: tuple[int, ...]
     target_partitions: tuple[int, ...] | None = None  # KIP-848 target assignment
     alive: bool = True
     idle: bool = False

@@ -15,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start broker, Spark, backend and dashboard; Ctrl-C stops all",
                        description="Start every Procfile process in order, wait for each to "
                                    "be ready, print the dashboard URL; Ctrl-C stops all of it.")
+    p.set_defaults(func=_up)
     add_cluster_args(p)
     p.add_argument("--spark-remote", help="external Spark Connect URL (env SPARK_REMOTE)")
     p.add_argument("--room", action="store_true",
@@ -24,7 +25,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--room-address", metavar="IP",
                    help="the room's address of this machine (default: the address of the "
                         "default route's interface); implies --room")
-    p.set_defaults(func=_up)
 
     p = sub.add_parser("broker", help="run the embedded Kafka broker in the foreground",
                        description="Run Apache Kafka (KRaft, single node) until Ctrl-C/SIGTERM. "
