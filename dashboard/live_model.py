@@ -273,9 +273,12 @@ def series(history: Sequence[Snapshot], limit: int = MAX_POINTS,
 
 
 def rebalance_periods(snap: Snapshot, since_ms: int) -> list[tuple[int, int, bool]]:
-    """(start, end, finished) of rebalances overlapping [since_ms, now]."""
+    """(start, end, finished) of rebalances overlapping [since_ms, now]; a static member's
+    rejoin is no rebalance (nothing paused, nothing moved), so it is not shaded."""
     out = []
     for r in snap.rebalances:
+        if r.reason == "rejoin":
+            continue
         end = r.end_ms if r.end_ms is not None else snap.taken_ms
         if end >= since_ms:
             out.append((max(r.start_ms, since_ms), end, r.end_ms is not None))

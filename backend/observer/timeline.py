@@ -8,7 +8,10 @@ through several intermediate owners is reported once, from -> to.
 
 A rebalance can also finish between two polls. It is caught when two settled polls in a row
 disagree on the generation / epoch (when a source for it exists) or on the members and
-their assignment; its start and end are then the two poll times, i.e. a bound.
+their assignment; its start and end are then the two poll times, i.e. a bound. A static
+member (group.instance.id) that restarts within its session comes back under a new member
+id in the same generation, owning the same partitions: that is recorded as a "rejoin", with
+nothing moved and nobody joined or left, since no rebalance happened.
 
 The processing gap of a rebalance is, over its moved partitions, the longest time from the
 last committed-offset progress before the episode to the first progress after it.
@@ -24,6 +27,12 @@ from backend.observer.collect import RawObservation
 from backend.observer.derive import assignment_diff, assignment_map
 
 SETTLED_STATES = {"Stable", "Empty", "Dead"}
+
+
+def _by_client(f: GroupFrame) -> tuple[tuple[str, ...], dict[int, str]]:
+    """Members and ownership by client id: what a static member's rejoin leaves unchanged."""
+    return (tuple(sorted(f.members.values())),
+            {p: f.members.get(m, m) for p, m in f.assignment.items()})
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,11 @@ class Timeline:
         if a.generation is not None and b.generation is not None and a.generation != b.generation:
             return "generation"
         if set(a.members) != set(b.members) or dict(a.assignment) != dict(b.assignment):
+            if a.generation is not None and a.generation == b.generation and _by_client(a) == \
+                    _by_client(b):
+                # a static member (group.instance.id) restarted within its session: a new
+                # member id, the same client owning the same partitions, no new generation
+                return "rejoin"
             return "assignment"
         return ""
 
@@ -201,6 +215,8 @@ class Timeline:
         before = ep.before
         after = ep.after
         moved: tuple[tuple[int, str | None, str | None], ...] = ()
+        if ep.reason == "rejoin":  # nothing moved and nobody left, by name
+            after = None
         joined: tuple[str, ...] = ()
         left: tuple[str, ...] = ()
         if after is not None:
@@ -213,7 +229,8 @@ class Timeline:
         return RebalanceView(
             start_ms=ep.start_ms,
             end_ms=ep.end_ms,
-            generation=after.generation if after else None,
+            generation=(ep.after or before).generation if ep.reason == "rejoin"
+            else after.generation if after else None,
             joined=joined,
             left=left,
             moved=moved,

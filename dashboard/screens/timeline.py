@@ -50,6 +50,10 @@ def _rebalances() -> None:
         "seen as": r.reason,
     } for r in reversed(snap.rebalances)]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="rebalance_table")
+    if any(r.reason == "rejoin" for r in snap.rebalances):
+        st.caption("rejoin: a static member (group.instance.id) restarted within its session "
+                   "and came back in the same generation with the same partitions: no "
+                   "rebalance, nothing moved.")
     labels = [f"{row['start']} gen {row['generation']}" for row in rows]
     pick = st.selectbox("rebalance", range(len(labels)), format_func=lambda i: labels[i],
                         key="rebalance_pick")

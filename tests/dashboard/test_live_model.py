@@ -229,3 +229,10 @@ def test_throughput_figure_draws_the_average_bold_over_the_faint_raw_rate():
     assert list(avg.y) == [p.consumed_avg_per_s for p in points]
     assert all(len(t.x) == lm.MAX_POINTS for t in fig.data)
     assert fig.layout.uirevision == "r"
+
+
+def test_a_static_rejoin_is_not_shaded_as_a_rebalance() -> None:
+    rejoin = RebalanceView(start_ms=5000, end_ms=5500, generation=4, joined=(), left=(),
+                           moved=(), reason="rejoin", previous_generation=4)
+    s = snap(10_000, {0: "ada"}, rebalances=(rejoin,))
+    assert lm.rebalance_periods(s, 0) == []

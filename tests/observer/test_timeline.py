@@ -124,3 +124,18 @@ def test_generation_arriving_one_poll_after_the_owners_is_the_same_rebalance():
     (rb,) = tl.rebalances()
     assert rb.moved == ((2, "b", "a"), (3, "b", "c"))
     assert (rb.previous_generation, rb.generation) == (3, 4)
+
+
+def test_a_static_member_back_in_the_same_generation_is_a_rejoin_not_a_rebalance():
+    tl = Timeline()
+    tl.observe(f(0, gen=4, assign=ABC))
+    swapped = {**ABC, 2: "id-b2", 3: "id-b2"}  # b restarted: new member id, same partitions
+    tl.observe(f(1, gen=4, assign=swapped))
+    (rb,) = tl.rebalances()
+    assert rb.reason == "rejoin" and rb.generation == 4 == rb.previous_generation
+    assert rb.moved == () and rb.joined == () and rb.left == ()
+    # the same swap with a new generation is a real rebalance
+    tl2 = Timeline()
+    tl2.observe(f(0, gen=4, assign=ABC))
+    tl2.observe(f(1, gen=5, assign=swapped))
+    assert tl2.rebalances()[0].reason == "generation"

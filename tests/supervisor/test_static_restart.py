@@ -113,9 +113,11 @@ def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair
             ada_partitions
         member_ids = {(m.client_id, m.member_id) for s in polls for m in s.members}
         print("observer: member ids seen since the restart:", sorted(member_ids))
+        recent = [r for r in after.rebalances if r.end_ms is None or r.end_ms >= since_ms]
         print("observer: rebalances it reports since:",
-              [(r.reason, r.generation, r.moved) for r in after.rebalances
-               if r.end_ms is None or r.end_ms >= since_ms])
+              [(r.reason, r.generation, r.moved) for r in recent])
+        # the timeline tells the restart apart: a rejoin, nothing moved, no rebalance
+        assert all(r.reason == "rejoin" and not r.moved for r in recent), recent
 
         moves = {"assigned", "revoked", "lost"}
 
