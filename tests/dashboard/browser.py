@@ -101,7 +101,11 @@ LANES_JS = """
   const cells = [...grid.children].slice(4);
   const lanes = [];
   for (let i = 0; i + 3 < cells.length; i += 4) {
-    lanes.push({partition: cells[i].innerText.trim(), owner: cells[i + 1].innerText.trim(),
+    // the owner cell may add "from <previous owner>" under the name for a few seconds
+    const from = cells[i + 1].querySelector('.from');
+    lanes.push({partition: cells[i].innerText.trim(),
+                owner: cells[i + 1].innerText.trim().split('\\n')[0].trim(),
+                from: from ? from.innerText.trim() : null,
                 streams: [...cells[i + 2].querySelectorAll('.gs-chip')].map(c => c.innerText)});
   }
   return lanes;
