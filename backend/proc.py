@@ -145,6 +145,17 @@ def reap(proc: subprocess.Popen[Any], grace: float, group: bool = False) -> int:
     return proc.wait()
 
 
+def seconds_since_start() -> float:
+    """Seconds since this process started, to 10 ms: its start-up as a user waits for it.
+
+    Read from /proc rather than psutil's create_time, which adds whole seconds of the boot
+    time to the start tick and so can be off by up to a second."""
+    with open("/proc/self/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # starttime, ticks after boot
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+
+
 def terminate(proc: subprocess.Popen[Any], grace: float, group: bool = False) -> int:
     """SIGTERM (to the process group with `group`), SIGKILL after `grace` s; the exit code."""
     if proc.poll() is None:
@@ -255,14 +266,23 @@ class ServiceProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def wait_ready(self, probe: Callable[[], bool], timeout: float, where: str,
-                   interval: float = 0.2) -> None:
-        """Poll `probe` (a real request, never a sleep) until it passes or the child dies."""
+                   interval: float = 0.2, also: Callable[[], object] | None = None) -> None:
+        """Poll `probe` (a real request, never a sleep) until it passes or the child dies.
+
+        `also` is a further abort, run before every try: it raises to give up at once when
+        something this child needs has failed (the processes a Spark driver runs on)."""
         assert self.popen is not None, "spawn first"
         exited = abort_if_exited(
             self.popen, self.what,
             lambda: f" during start-up; last lines of its log:\n{self.tail()}", self.error)
+
+        def abort() -> None:
+            exited()
+            if also is not None:
+                also()
+
         try:
-            wait_until(probe, timeout, interval, what=f"{self.what} on {where}", abort=exited)
+            wait_until(probe, timeout, interval, what=f"{self.what} on {where}", abort=abort)
         except TimeoutError:
             self.stop()
             raise self.error(

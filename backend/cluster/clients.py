@@ -21,8 +21,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from backend.cluster.properties import KafkaConfigError
 from backend.cluster.settings import ClusterUnreachable, KafkaSettings
 
 CONNECT_TIMEOUT_S = 2.0
@@ -38,7 +40,15 @@ def quiet_logger(name: str = "groupscope.librdkafka") -> logging.Logger:
 
 
 def quiet_admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:
-    return AdminClient(settings.client_config(logger=quiet_logger(), **overrides))
+    """The one way groupscope makes an AdminClient: quiet, and with the settings librdkafka
+    refuses at creation (a key `ssl.key.password` does not decrypt, a file it cannot read)
+    raised as a one-line KafkaConfigError without secrets, worded as `check_reachable` words
+    them, so a long-lived reader (observer, overview) fails the way the CLI tools do instead
+    of with a raw client exception that a page would print."""
+    try:
+        return AdminClient(settings.client_config(logger=quiet_logger(), **overrides))
+    except KafkaException as exc:
+        raise KafkaConfigError(settings.setup_error(exc)) from None
 
 
 def error_text(exc: BaseException) -> str:
@@ -53,7 +63,8 @@ def error_text(exc: BaseException) -> str:
 
 class GuardedAdmin:
     """Holds the current client; callers say `ready()` before a group request and `failed()`
-    after one that went wrong."""
+    after one that went wrong. `make` is `quiet_admin` with the caller's overrides, so
+    settings the client refuses raise KafkaConfigError from the constructor."""
 
     def __init__(self, make: Callable[[], AdminClient]) -> None:
         self._make = make

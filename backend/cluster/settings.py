@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
 
-from backend.cluster.properties import KafkaConfigError, load_properties, redact
+from backend.cluster.properties import SECRET_KEY, KafkaConfigError, load_properties, redact
 
 ENV_BOOTSTRAP = "GROUPSCOPE_BOOTSTRAP"
 ENV_KAFKA_CONFIG = "GROUPSCOPE_KAFKA_CONFIG"
@@ -52,12 +53,17 @@ class KafkaSettings:
     def check_reachable(self, timeout: float = 10.0) -> int:
         """Return the broker count, or raise ClusterUnreachable within about `timeout` s.
 
-        librdkafka keeps retrying a refused login and reports it only through the error
-        callback, which an AdminClient serves from `poll()`; the probe therefore asks in short
-        rounds and polls in between, so a wrong password is named as such at once instead of
-        surfacing as a generic transport failure after the timeout.
+        librdkafka keeps retrying a refused login or TLS handshake and reports it only through
+        the error callback, which an AdminClient serves from `poll()`; the probe therefore asks
+        in short rounds and polls in between, so a wrong password, an untrusted broker
+        certificate or a refused client certificate is named as such at once instead of
+        surfacing as a generic transport failure after the timeout. Settings librdkafka
+        refuses outright (a key it cannot decrypt, a file it cannot read) are a
+        KafkaConfigError. No message carries a secret of this file.
         """
         import time
+
+        from confluent_kafka import KafkaException
 
         refused = self.refused_everywhere()
         if refused:
@@ -69,7 +75,10 @@ class KafkaSettings:
             name = getattr(err, "name", lambda: "")()
             errors.append((name, getattr(err, "str", lambda: str(err))()))
 
-        admin = AdminClient(self.client_config(error_cb=on_error, **_quiet_logger()))
+        try:
+            admin = AdminClient(self.client_config(error_cb=on_error, **_quiet_logger()))
+        except KafkaException as exc:
+            raise KafkaConfigError(self.setup_error(exc)) from None
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -78,16 +87,35 @@ class KafkaSettings:
                 return len(md.brokers)
             except Exception as exc:
                 admin.poll(0)
-                auth = [text for name, text in errors if name == "_AUTHENTICATION"]
-                if auth:
+                refusal = _refusal(errors)
+                if refusal:
                     raise ClusterUnreachable(
-                        f"Kafka at {self.bootstrap} refused the login: {auth[-1]}") from None
+                        self.scrub(f"Kafka at {self.bootstrap} {refusal}")) from None
                 if time.monotonic() >= deadline:
                     detail = errors[-1][1] if errors else str(exc)
-                    raise ClusterUnreachable(
+                    raise ClusterUnreachable(self.scrub(
                         f"Kafka at {self.bootstrap} did not answer within {timeout:.0f}s: "
-                        f"{detail}") from None
+                        f"{detail}")) from None
 
+    def scrub(self, text: str) -> str:
+        """`text` with every secret value of these settings replaced by ***: a last guard on
+        messages that quote a client's error, whatever a future client version puts in."""
+        for key, value in self.client_properties.items():
+            if value and SECRET_KEY.search(key):
+                text = text.replace(value, "***")
+        return " ".join(text.split())  # one line
+
+    def setup_error(self, exc: BaseException) -> str:
+        """One line for settings librdkafka refuses when a client is created."""
+        err = exc.args[0] if exc.args else exc
+        text = str(getattr(err, "str", lambda: str(err))())
+        text = re.sub(r"^Failed to create \w+( client)?: ", "", text)
+        hint = ""
+        if "ssl.key.location" in text:
+            hint = (" (check ssl.key.password, and that ssl.key.location is the PEM key of "
+                    "ssl.certificate.location)")
+        return self.scrub(f"the Kafka client settings for {self.bootstrap} were refused: "
+                          f"{text}{hint}")
 
     def refused_everywhere(self) -> str | None:
         """A reason when every bootstrap server actively refuses TCP connections (nothing
@@ -107,6 +135,24 @@ class KafkaSettings:
             except (OSError, ValueError):
                 return None
         return reasons[0] if reasons else None
+
+
+def _refusal(errors: list[tuple[str, str]]) -> str | None:
+    """What the broker's side refused, from librdkafka's errors so far, or None while nothing
+    says the next attempt would fare better: a login, the broker's certificate (not trusted
+    by ssl.ca.location) or this client's certificate (rejected by the broker's TLS alert)."""
+    for name, text in reversed(errors):
+        if name == "_AUTHENTICATION":
+            return f"refused the login: {text}"
+        if name == "_SSL" and "verif" in text.lower():
+            return (f"presented a TLS certificate that could not be verified (is "
+                    f"ssl.ca.location the CA that signed it, for this host name?): {text}")
+        if name == "_SSL":
+            return f"failed the TLS handshake: {text}"
+        if name == "_TRANSPORT" and re.search(r"ssl/tls alert|tlsv1\d? alert", text, re.I):
+            return (f"refused this client's TLS certificate (check ssl.certificate.location, "
+                    f"ssl.key.location and that the broker trusts its CA): {text}")
+    return None
 
 
 def _quiet_logger() -> dict[str, object]:
@@ -135,5 +181,9 @@ def resolve_settings(
 
 
 def embedded_settings(port: int | None = None) -> KafkaSettings:
+    """The embedded broker on `port`; every node's address when it is the first node of a
+    running embedded cluster, so a client still bootstraps with that node down."""
+    from backend.cluster.nodes import running_bootstrap
+
     port = port or int(os.environ.get(ENV_KAFKA_PORT, "9092"))
-    return KafkaSettings(bootstrap=f"127.0.0.1:{port}")
+    return KafkaSettings(bootstrap=running_bootstrap(port) or f"127.0.0.1:{port}")

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from backend.cluster.clients import error_text, quiet_admin
+from backend.cluster.embedded import min_isr_for, replication_for
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import (
     DEFAULT_GROUP,
@@ -48,7 +49,24 @@ DEAD_LETTER_PARTITIONS = 1
 
 
 class TopicError(RuntimeError):
-    """The broker refused a topic operation, or an existing topic conflicts with the design."""
+    """The broker refused a topic operation, or an existing topic conflicts with the design.
+    `transient`: the cluster could not answer just now (a node down, a controller being
+    elected); asking again shortly may well succeed."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def _transient(exc: BaseException) -> bool:
+    """A Kafka error that a moment's wait may cure: time-outs, a broker or controller gone."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(err, KafkaError):
+        return False
+    return err.retriable() or err.code() in (
+        KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
+        KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION)
 
 
 @dataclass(frozen=True)
@@ -57,7 +75,7 @@ class TopicSpec:
 
     name: str
     partitions: int
-    replication: int
+    replication: int | None  # None: as many copies as the cluster gives (replication_for)
     config: dict[str, str] = field(default_factory=dict)
 
 
@@ -92,7 +110,11 @@ def _is_code(exc: BaseException, code: int) -> bool:
 
 def _describe(admin: AdminClient, names: list[str]) -> dict[str, tuple[int, int]]:
     """name -> (partitions, replication) for the topics that exist (fully, with leaders)."""
-    md = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    try:
+        md = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    except KafkaException as exc:
+        raise TopicError(f"cannot list topics: {error_text(exc)}",
+                         transient=_transient(exc)) from None
     found: dict[str, tuple[int, int]] = {}
     for name in names:
         topic = md.topics.get(name)
@@ -105,28 +127,47 @@ def _describe(admin: AdminClient, names: list[str]) -> dict[str, tuple[int, int]
     return found
 
 
-def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+def _configs(admin: AdminClient, names: list[str],
+             patience_s: float = ADMIN_TIMEOUT_S) -> dict[str, dict[str, str]]:
+    """Each topic's configuration, asked again for a while when the answer is a passing one:
+    on a cluster of several brokers, one may not know a topic another just created."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return _configs_once(admin, names)
+        except TopicError as exc:
+            if not exc.transient or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _configs_once(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     out: dict[str, dict[str, str]] = {}
     for res, fut in admin.describe_configs(resources, request_timeout=ADMIN_TIMEOUT_S).items():
         try:
             entries = fut.result(timeout=ADMIN_TIMEOUT_S)
         except KafkaException as exc:
+            # the topic is in the metadata (ensure waited for it), so "unknown" here is a
+            # broker that has not heard of it yet: passing too
             raise TopicError(f"cannot read the config of topic {res.name}: "
-                             f"{error_text(exc)}") from None
+                             f"{error_text(exc)}", transient=_transient(exc) or _is_code(
+                                 exc, KafkaError.UNKNOWN_TOPIC_OR_PART)) from None
         # only what was set on the topic (plus the cleanup policy): a small, readable dict
         out[res.name] = {k: e.value for k, e in entries.items()
                          if e.value is not None and (not e.is_default or k == "cleanup.policy")}
     return out
 
 
-def _wait_visible(admin: AdminClient, expected: dict[str, int], timeout: float) -> None:
-    """KRaft propagates new topics/partitions asynchronously: wait until metadata shows them."""
+def _wait_visible(admin: AdminClient, expected: dict[str, int],
+                  timeout: float) -> dict[str, tuple[int, int]]:
+    """KRaft propagates new topics/partitions asynchronously: wait until one metadata answer
+    shows them all, and return that answer (`_describe`'s)."""
     deadline = time.monotonic() + timeout
     while True:
         seen = _describe(admin, list(expected))
         if all(seen.get(n, (0, 0))[0] >= p for n, p in expected.items()):
-            return
+            return seen
         if time.monotonic() >= deadline:
             missing = sorted(n for n, p in expected.items() if seen.get(n, (0, 0))[0] < p)
             raise TopicError(f"topic {', '.join(missing)} not ready after {timeout:.0f}s "
@@ -142,8 +183,7 @@ def ensure(settings: KafkaSettings, specs: list[TopicSpec]) -> list[TopicInfo]:
     to_create = [s for s in specs if s.name not in existing]
     created: set[str] = set()
     if to_create:
-        new = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication,
-                        config=dict(s.config)) for s in to_create]
+        new = [_new_topic(s, admin) for s in to_create]
         failures: list[str] = []
         for name, fut in admin.create_topics(new, request_timeout=ADMIN_TIMEOUT_S).items():
             try:
@@ -156,14 +196,31 @@ def ensure(settings: KafkaSettings, specs: list[TopicSpec]) -> list[TopicInfo]:
         if failures:
             raise TopicError("broker refused to create topic " + "; ".join(failures))
         _wait_visible(admin, {s.name: s.partitions for s in to_create}, ADMIN_TIMEOUT_S)
-    layout = _describe(admin, names)
+    # every topic seen in one answer: brokers of a cluster learn of a new topic one by one,
+    # so the broker asked now may not know one the broker asked a moment ago showed
+    layout = _wait_visible(admin, dict.fromkeys(names, 1), ADMIN_TIMEOUT_S)
     configs = _configs(admin, names)
     return [TopicInfo(name=s.name, partitions=layout[s.name][0], replication=layout[s.name][1],
                       config=configs.get(s.name, {}), created=s.name in created)
             for s in specs]
 
 
-def group_specs(group: str, topic: str, partitions: int, replication: int) -> list[TopicSpec]:
+def _new_topic(spec: TopicSpec, admin: AdminClient) -> NewTopic:
+    """The topic to create: with the cluster's replication unless the spec names one, and
+    from three copies on two of them in sync for every write (producers use acks=all)."""
+    replication = spec.replication
+    if replication is None:
+        brokers = len(admin.list_topics(timeout=ADMIN_TIMEOUT_S).brokers)
+        replication = replication_for(brokers)
+    config = dict(spec.config)
+    if replication >= 3:
+        config.setdefault("min.insync.replicas", str(min_isr_for(replication)))
+    return NewTopic(spec.name, num_partitions=spec.partitions, replication_factor=replication,
+                    config=config)
+
+
+def group_specs(group: str, topic: str, partitions: int,
+                replication: int | None) -> list[TopicSpec]:
     """The input topic first, then events, summaries and dead letters for `group`."""
     return [
         TopicSpec(topic, partitions, replication),
@@ -175,14 +232,16 @@ def group_specs(group: str, topic: str, partitions: int, replication: int) -> li
 
 
 def ensure_input_topic(settings: KafkaSettings, topic: str = INPUT_TOPIC,
-                       partitions: int = DEFAULT_PARTITIONS, replication: int = 1) -> TopicInfo:
+                       partitions: int = DEFAULT_PARTITIONS,
+                       replication: int | None = None) -> TopicInfo:
     """Only the input topic (what the producer needs); an existing topic keeps its count."""
     _check_counts(partitions, replication)
     return ensure(settings, [TopicSpec(topic, partitions, replication)])[0]
 
 
 def ensure_topics(settings: KafkaSettings, group: str = DEFAULT_GROUP, topic: str = INPUT_TOPIC,
-                  partitions: int = DEFAULT_PARTITIONS, replication: int = 1) -> TopicLayout:
+                  partitions: int = DEFAULT_PARTITIONS,
+                  replication: int | None = None) -> TopicLayout:
     """Create whichever of the four topics is missing; return what the broker now has.
 
     An existing input topic keeps its partition count (`partitions` only applies on
@@ -241,8 +300,8 @@ def add_partitions(settings: KafkaSettings, topic: str, n: int) -> TopicInfo:
                      config=_configs(admin, [topic])[topic], created=False)
 
 
-def _check_counts(partitions: int, replication: int) -> None:
+def _check_counts(partitions: int, replication: int | None) -> None:
     if partitions < 1:
         raise TopicError(f"partition count must be at least 1, got {partitions}")
-    if replication < 1:
+    if replication is not None and replication < 1:
         raise TopicError(f"replication factor must be at least 1, got {replication}")
