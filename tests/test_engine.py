@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from backend.engine.executors import ENV_UI, ExecutorsProbe, executors_at
 from backend.engine.session import EngineUnavailable, check_engine, connect
 from backend.netutil import free_port
 
@@ -30,3 +33,31 @@ def test_check_engine_reports_version_and_unreachable(spark_remote):
     assert check_engine(spark_remote).startswith("4.")
     with pytest.raises(EngineUnavailable, match="nothing is listening"):
         check_engine(f"sc://127.0.0.1:{free_port()}", timeout=2.0)
+
+
+def test_local_engine_lists_its_one_driver_through_sparks_rest_api(spark_engine, spark_remote):
+    """local[*]: the driver is the only executor and runs every task; the Status page's
+    probe finds its UI through Spark Connect, as it would on a cluster."""
+    session = connect(spark_remote)
+    try:
+        assert session.range(10_000).selectExpr("sum(id)").collect()[0][0] == 49_995_000
+    finally:
+        session.stop()
+    direct = executors_at(spark_engine.ui_url)
+    assert [(e.id, e.active, e.cores) for e in direct] == [("driver", True, os.cpu_count())]
+    assert direct[0].completed_tasks > 0
+    assert spark_engine.executors() == []  # no executor besides the driver
+    found = ExecutorsProbe(spark_remote)()
+    assert [e.id for e in found] == ["driver"]
+    assert found[0].completed_tasks >= direct[0].completed_tasks
+
+
+def test_executors_of_an_engine_that_is_gone_are_one_line(monkeypatch):
+    dead = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(EngineUnavailable, match=rf"^the Spark UI at {dead} did not list "
+                                                r"executors: .*refused") as failed:
+        executors_at(dead)
+    assert "\n" not in str(failed.value)
+    monkeypatch.setenv(ENV_UI, dead)  # told where the UI is: no Connect session is opened
+    with pytest.raises(EngineUnavailable, match="did not list executors"):
+        ExecutorsProbe(f"sc://127.0.0.1:{free_port()}")()

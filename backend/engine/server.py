@@ -5,14 +5,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from backend.netutil import ensure_port_free
-from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError
+from backend.netutil import ensure_port_free, free_port, port_open
+from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, StopSignals
+
+if TYPE_CHECKING:
+    from backend.engine.executors import ExecutorInfo
+    from backend.engine.standalone import StandaloneCluster
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
+# The engine's heap (-Xms = -Xmx, pre-touched: see command()), so its RSS is this plus what a
+# JVM running Spark keeps outside the heap, ~450 MB after a minute of the demo's load (classes
+# ~150 MB, compiled code, GC tables, thread stacks, gRPC's buffers). 1g made a 1.5 GB JVM;
+# 480m one of ~0.94 GB under 3 replicas' 1-s batches of 3 000 rows, and it never ran out
+# under the tests' heavier load (four sessions summarising 20 000-row batches at once: live
+# heap ~180-250 MB after a full GC). Spark refuses a heap under 450 MiB (1.5 x its 300 MiB
+# reserve). `groupscope up` and `groupscope spark` take GROUPSCOPE_SPARK_MEMORY.
+DEFAULT_DRIVER_MEMORY = "480m"
 
 
 class EngineStartError(ServiceStartError):
@@ -20,26 +34,43 @@ class EngineStartError(ServiceStartError):
 
 
 def spark_home() -> Path:
-    import pyspark
+    """pyspark's directory, found without importing it (~20 MB a waiting process keeps)."""
+    import importlib.util
 
-    return Path(pyspark.__file__).parent
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineStartError("pyspark is not installed in this environment")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 @dataclass
 class SparkConnectServer:
-    """`local[*]`, UI off, few shuffle partitions: tuned for small per-batch aggregations."""
+    """Few shuffle partitions, tuned for small per-batch aggregations; `local[*]`, or with
+    `workers` the driver of a standalone cluster it starts first (backend/engine/
+    standalone.py), so every query runs on executors in the workers' JVMs. Either way the
+    driver's web UI listens on loopback, for its REST API: backend/engine/executors.py lists
+    the executors from it."""
 
     work_dir: Path
     port: int = DEFAULT_PORT
     host: str = "127.0.0.1"
-    driver_memory: str = "1g"
+    driver_memory: str = DEFAULT_DRIVER_MEMORY
     shuffle_partitions: int = 2
     token: str | None = field(default=None, repr=False)  # required of every client when set
+    workers: int = 0  # 0: local[*]; N: a standalone master and N workers
+    ui_port: int | None = None  # the driver's web UI; None: a free port
     _service: ServiceProcess = field(init=False, repr=False)
+    _cluster: StandaloneCluster | None = field(init=False, repr=False, default=None)
+    ready_s: float | None = field(init=False, default=None)  # how long start() took
 
     def __post_init__(self) -> None:
         self._service = ServiceProcess("Spark Connect server", (self.log_file,),
                                        EngineStartError)
+        self.ui_port = self.ui_port or free_port()
+        if self.workers:
+            from backend.engine.standalone import StandaloneCluster
+
+            self._cluster = StandaloneCluster(Path(self.work_dir), self.workers)
 
     @property
     def remote(self) -> str:
@@ -51,9 +82,29 @@ class SparkConnectServer:
     def log_file(self) -> Path:
         return Path(self.work_dir) / "spark.log"
 
+    @property
+    def ui_url(self) -> str:
+        """The driver's web UI (and its REST API), always on loopback."""
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    @property
+    def master(self) -> str:
+        return self._cluster.master_url if self._cluster is not None else "local[*]"
+
+    @property
+    def cluster(self) -> StandaloneCluster | None:
+        """The standalone master and workers behind the driver, if it has any."""
+        return self._cluster
+
     def command(self) -> list[str]:
         confs = {
-            "spark.ui.enabled": "false",
+            # the UI serves the REST API that lists executors; SPARK_LOCAL_IP (start()) binds
+            # it to loopback whatever address gRPC listens on, and nobody kills jobs from it
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(self.ui_port),
+            "spark.ui.killEnabled": "false",
+            # a taken port is an error, not a quiet move to the next one nobody knows of
+            "spark.port.maxRetries": "0",
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.connect.grpc.binding.address": self.host,
@@ -67,14 +118,24 @@ class SparkConnectServer:
             # creeping toward -Xmx over the first hour (what a soak would call a leak)
             "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.work_dir} "
                                              f"-Xms{self.driver_memory} -XX:+AlwaysPreTouch",
+            # every batch is a new local relation, so a cached plan is never reused, yet the
+            # cache (16 plans a session) holds each one's rows: with four replicas' sessions
+            # of 20 000-row batches it alone filled a 512m heap (OutOfMemoryError)
+            "spark.connect.session.planCache.enabled": "false",
+            # AQE runs each query's result stage on a pool that starts a new thread for every
+            # query until it holds 1024 (idle ones end after 60 s): at 3 queries/s that was
+            # 180 threads; 64 still lets every replica (MAX_REPLICAS) have a query running
+            "spark.sql.resultQueryStage.maxThreadThreshold": "64",
             # a replica that was SIGKILLed never closes its session; free it after 3 minutes
             # instead of Spark's default hour
             "spark.connect.session.manager.defaultSessionTimeout": "3min",
         }
+        if self._cluster is not None:
+            confs.update(self._cluster.driver_confs())
         cmd = [
             str(spark_home() / "bin" / "spark-submit"),
             "--class", SERVER_CLASS,
-            "--master", "local[*]",
+            "--master", self.master,
             "--name", "groupscope-engine",
             "--driver-memory", self.driver_memory,
         ]
@@ -82,39 +143,137 @@ class SparkConnectServer:
             cmd += ["--conf", f"{key}={value}"]
         return cmd
 
-    def start(self, timeout: float = 120.0, warm_up: bool = True) -> SparkConnectServer:
+    def start(self, timeout: float = 120.0, warm_up: bool = True,
+              query: bool = True) -> SparkConnectServer:
+        """With workers: the master and workers first, then the driver on them; whatever
+        fails, nothing started is left running. Ports are checked before anything starts."""
         ensure_port_free(self.host, self.port, "Spark Connect server")
+        ensure_port_free("127.0.0.1", self.ui_port or 0, "Spark driver's web UI")
         Path(self.work_dir).mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1")
         env.pop("SPARK_REMOTE", None)  # the server itself must not try to be a client
         env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
         if self.token:  # read by the server; an environment variable, not a visible argument
             env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
-        self._service.spawn(self.command(), self.log_file, cwd=self.work_dir, env=env)
-        self.wait_ready(timeout, warm_up)
+        t0 = time.monotonic()
+
+        def spawn_driver() -> None:
+            self._service.spawn(self.command(), self.log_file, cwd=self.work_dir, env=env)
+
+        try:
+            if self._cluster is not None:
+                self._cluster.start(timeout, beside=spawn_driver)
+            else:
+                spawn_driver()
+            self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)), warm_up, query)
+        except BaseException:
+            self.stop(STOP_BUDGET_S)
+            raise
+        self.ready_s = time.monotonic() - t0
         return self
 
     @property
     def process(self) -> subprocess.Popen | None:
         return self._service.popen
 
-    def wait_ready(self, timeout: float, warm_up: bool = True) -> None:
+    def wait_ready(self, timeout: float, warm_up: bool = True, query: bool = True) -> None:
         """Ready means a real query answers; warming up moves Spark's ≈6 s first-query cost
-        here, before any replica joins a group."""
+        here, before any replica joins a group. Without `query`, ready means gRPC listens
+        (the server opens it once its Spark session is up): see run_foreground. On a
+        cluster, also every worker's executor registered with the driver, and a master or
+        worker that dies meanwhile ends the wait at once."""
         from backend.engine.session import check_engine
 
-        self._service.wait_ready(
-            lambda: bool(check_engine(self.remote, warm_up=warm_up, timeout=10.0,
-                                      token=self.token)),
-            timeout, f"port {self.port}", interval=0.5)
+        def answers() -> bool:
+            return bool(check_engine(self.remote, warm_up=warm_up, timeout=10.0,
+                                     token=self.token))
+
+        def listens() -> bool:
+            return port_open("127.0.0.1" if self.host == "0.0.0.0" else self.host, self.port)
+
+        probe = answers if query else listens
+        cluster = self._cluster
+        if cluster is None:
+            self._service.wait_ready(probe, timeout, f"port {self.port}", interval=0.5)
+            return
+
+        def on_cluster() -> bool:
+            return probe() and len(self.executors(alive_only=True)) >= cluster.workers
+
+        self._service.wait_ready(on_cluster, timeout, f"port {self.port} with "
+                                 f"{cluster.workers} executor(s)", interval=0.5,
+                                 also=cluster.check)
+
+    def executors(self, alive_only: bool = False) -> list[ExecutorInfo]:
+        """This engine's executors through Spark's REST API, the driver excluded."""
+        from backend.engine.executors import executors_at
+
+        return [e for e in executors_at(self.ui_url)
+                if not e.is_driver and (e.active or not alive_only)]
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        return self._service.stop(timeout)
+        """The driver first (its executors end with it), then the workers and the master,
+        each within what is left of `timeout`."""
+        deadline = time.monotonic() + timeout
+        cluster_share = 0.0 if self._cluster is None else min(3.0, timeout / 3)
+        code = self._service.stop(max(0.5, timeout - cluster_share))
+        if self._cluster is not None:
+            self._cluster.stop(max(1.0, deadline - time.monotonic()))
+        return code
+
+    def running(self) -> bool:
+        """The driver runs, and on a cluster so does the master (workers may come and go)."""
+        return self._service.running() and (self._cluster is None
+                                            or self._cluster.master_running())
 
     def run_foreground(self) -> int:
-        self.start()
-        sys.stderr.write(f"Spark Connect ready at {self.remote} (log {self.log_file})\n")
-        return self._service.run_until_signal(lambda: self.stop(STOP_BUDGET_S))
+        """`groupscope spark`, under `up` or honcho: waits only until gRPC listens (and, on a
+        cluster, every executor registered). The real query and the warm-up are the
+        launcher's readiness probe (or the first client's); made here too they would load
+        the Connect client into this process, which then only waits for a signal (~110 MB of
+        the engine's RSS), and run the warm-up twice at once beside `up`'s.
+
+        A stop signal during start-up ends it cleanly; a start-up that fails is one line
+        (exit 1). Once up, a worker that dies is reported and the rest carries on, as a
+        cluster does; the driver or the master dying ends the command (exit 1)."""
+        starting = True
+
+        def interrupt() -> None:
+            if starting:  # out of a start-up that may take half a minute; start() cleans up
+                raise KeyboardInterrupt
+
+        with StopSignals(on_stop=interrupt) as signals:
+            try:
+                self.start(query=False)
+            except KeyboardInterrupt:
+                return 0
+            except EngineStartError as exc:
+                sys.stderr.write(f"groupscope spark: {str(exc).splitlines()[0]}\n")
+                return 1
+            starting = False
+            sys.stderr.write(self.describe() + "\n")
+
+            def alive() -> bool:
+                if self._cluster is not None:
+                    for worker, code in self._cluster.newly_exited_workers():
+                        sys.stderr.write(f"Spark worker {worker} exited with code {code}; "
+                                         f"Spark carries on with the other executors\n")
+                return self.running()
+
+            died = not signals.wait(alive=alive)
+            self.stop(STOP_BUDGET_S)
+        return 1 if died else 0
+
+    def describe(self) -> str:
+        """One line on what runs where and how long it took to start, for the log of
+        `groupscope spark`."""
+        where = f"Spark Connect listening at {self.remote}"
+        took = f"ready in {self.ready_s or 0:.1f} s"
+        if self._cluster is not None:
+            where += (f", the driver of {self._cluster.master_url} with "
+                      f"{self._cluster.workers} worker(s), {self._cluster.executor_shape}")
+            took += "".join(f", {what} {s:.1f} s" for what, s in self._cluster.timings.items())
+        return f"{where}; UI {self.ui_url}; {took} (log {self.log_file})"
 
     def __enter__(self) -> SparkConnectServer:
         return self.start()
