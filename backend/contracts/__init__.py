@@ -125,7 +125,20 @@ class PartitionView:
     lag_seconds: float | None
     health: str = "OK"  # OK, WARN, STALL, STOP, REWIND
     owner_member_id: str | None = None  # member id of the owner (client ids can repeat)
-    lag_seconds_exact: bool = False  # True: from the record timestamp; False: interpolated
+    lag_seconds_exact: bool = False  # True: from the broker (record timestamp, or nothing left)
+    # Kafka's side of the partition, from the topic's metadata: broker ids. `replicas` empty
+    # means not known (metadata not read); `leader` None with replicas known means offline.
+    leader: int | None = None
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+
+    @property
+    def under_replicated(self) -> bool:
+        return bool(self.replicas) and len(self.isr) < len(self.replicas)
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.replicas) and self.leader is None
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,54 @@ class RebalanceView:
 
 
 @dataclass(frozen=True)
+class BrokerView:
+    """One Kafka broker, counted over the partitions one reading covered (a Snapshot: the
+    watched topic; the Status page: every topic).
+
+    A broker that is down is absent from the metadata's broker list but still named in
+    partitions' replica lists (or was seen up before): that is how a reader with DESCRIBE
+    rights alone knows it exists and is down."""
+
+    broker_id: int
+    address: str | None  # host:port it advertises; None when never seen up
+    up: bool
+    leaders: int = 0  # partitions it leads
+    replicas: int = 0  # partition replicas it holds
+    # partitions it leads whose ISR is smaller than their replica set (Kafka's own per-broker
+    # UnderReplicatedPartitions: counted by the leader)
+    under_replicated: int = 0
+    out_of_sync: int = 0  # partitions it holds a replica of without being in their ISR
+    offline: int = 0  # partitions it holds a replica of that have no leader
+
+
+class ClusterEventType:
+    """What the observer derives from two successive readings of the topic's metadata."""
+
+    BROKER_DOWN = "broker_down"
+    BROKER_UP = "broker_up"
+    LEADER_CHANGED = "leader_changed"
+    ISR_SHRUNK = "isr_shrunk"
+    ISR_EXPANDED = "isr_expanded"
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A change on Kafka's side seen between two polls (not a replica's event).
+
+    `brokers` are the ones concerned: the broker that went down or up, the new leader, the
+    replicas that left or joined the ISR. `before` / `after` are the leader (one id, or none:
+    no leader) or the ISR, before and after."""
+
+    ts: int
+    type: str
+    topic: str | None = None
+    partition: int | None = None
+    brokers: tuple[int, ...] = ()
+    before: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Snapshot:
     taken_ms: int
     group: str
@@ -170,6 +231,16 @@ class Snapshot:
     max_lag_seconds: float | None = None
     events: tuple[Event, ...] = ()  # recent replica events (our own groups only)
     partition_count: int = 0
+    # KIP-848 only, when `__consumer_offsets` is readable: the epoch of the assignment the
+    # coordinator targets; behind `generation` while members still reconcile towards it
+    target_epoch: int | None = None
+    # Kafka's side, from the watched topic's metadata read in the same poll: every broker
+    # known (up or down) with its counts over the topic's partitions, the topic's
+    # under-replicated and offline partitions, and recent changes (newest last)
+    brokers: tuple[BrokerView, ...] = ()
+    under_replicated: int = 0
+    offline_partitions: int = 0
+    cluster_events: tuple[ClusterEvent, ...] = ()
 
 
 SNAPSHOT_JSON: TypeAdapter[Snapshot] = TypeAdapter(Snapshot)

@@ -295,6 +295,32 @@ class PartitionsAnswer(Done, PartitionChange):
     pass
 
 
+class BrokerNode(Answer):
+    """One Kafka node of the embedded cluster the stack runs: what `GET /brokers` lists and
+    what a kill, stop or start of it answers with."""
+
+    id: int
+    port: int
+    controller_port: int | None = Field(description="None for a node that is a broker only")
+    pid: int | None
+    alive: bool
+    controller: bool = Field(description="a voter of the KRaft controller quorum")
+
+
+class BrokersAnswer(Done):
+    brokers: tuple[BrokerNode, ...]
+    quorum_leader: int | None = Field(
+        default=None, description="the controller quorum's leader, when the voters say")
+
+
+class BrokerAnswer(Done):
+    broker: BrokerNode
+
+
+BROKER_ACTIONS = ("kill", "stop", "start")
+NODE_REQUEST_TIMEOUT_S = 60.0  # the longest a node's kill, stop or start may take
+
+
 class Refusal(Answer):
     """Every 4xx/5xx body: one line that says what to fix; nothing was changed."""
 

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from backend.cli_common import UserError, add_cluster_args
+from backend.cli_common import UserError, add_cluster_args, positive
 from backend.contracts import DEFAULT_GROUP, SNAPSHOT_JSON
 
 
@@ -20,19 +20,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topic", default=None,
                    help="topic to show (default: the group's topic with most partitions)")
     p.add_argument("--json", action="store_true", help="print the Snapshot as JSON")
-    p.add_argument("--samples", type=int, default=2, metavar="N",
+    p.add_argument("--samples", type=positive(int), default=2, metavar="N",
                    help="polls 1 s apart before printing, so health has a window (default 2)")
     p.set_defaults(func=_snapshot)
 
-    p = sub.add_parser("groups", help="list the cluster's consumer groups with state and lag",
-                       description="Every consumer group the principal may describe, with its "
-                                   "protocol, state, member count and total lag.")
+    p = sub.add_parser("groups", help="list the cluster's consumer groups with lag and health",
+                       description="Every consumer group the principal may describe: state, "
+                                   "protocol, members, lag in messages and seconds, health. "
+                                   "Read-only, like the dashboard's Groups page.")
     add_cluster_args(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--samples", type=positive(int), default=1, metavar="N",
+                   help="refresh cycles 2 s apart before printing, so rate and health have a "
+                        "window (default 1)")
     p.set_defaults(func=_groups)
 
 
-def _settings(args: argparse.Namespace):
+def cluster_settings(args: argparse.Namespace):
+    """The cluster a read-only command watches: its flags, else the environment, else the
+    running stack's; checked reachable, so a wrong address is one line at once."""
     from backend.cluster.settings import ENV_BOOTSTRAP, ENV_KAFKA_CONFIG, resolve_settings
 
     bootstrap, kafka_config = args.bootstrap, args.kafka_config
@@ -57,18 +63,12 @@ def _running_stack_cluster() -> tuple[str | None, str | None]:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    import time
 
     from backend.observer.observer import Observer
 
-    if args.samples < 1:
-        raise UserError("--samples must be at least 1")
-    obs = Observer(_settings(args), args.group, topic=args.topic, sample_every=0.0)
+    obs = Observer(cluster_settings(args), args.group, topic=args.topic, sample_every=0.0)
     try:
-        snap = obs.poll_once()
-        for _ in range(args.samples - 1):
-            time.sleep(1.0)  # spacing polls is the point here, not synchronisation
-            snap = obs.poll_once()
+        snap = _sampled(obs.poll_once, args.samples, spacing_s=1.0)
     finally:
         obs.stop()
     if snap.error:
@@ -81,6 +81,17 @@ def _snapshot(args: argparse.Namespace) -> int:
         return 0
     print(format_snapshot(snap))
     return 0
+
+
+def _sampled(poll, samples: int, spacing_s: float):
+    """The last of `samples` polls `spacing_s` apart: rates and health need a window."""
+    import time
+
+    result = poll()
+    for _ in range(samples - 1):
+        time.sleep(spacing_s)  # spacing polls is the point here, not synchronisation
+        result = poll()
+    return result
 
 
 def format_snapshot(snap) -> str:
@@ -97,12 +108,25 @@ def format_snapshot(snap) -> str:
         parts = ",".join(map(str, m.partitions)) or ("(idle)" if m.idle else "-")
         lines.append(f"{m.client_id[:30]:<30} {m.host[:18]:<18} {parts[:24]:<24} "
                      f"{m.lag_messages:>8}")
+    kafka = len(snap.brokers) > 1  # leaders and ISRs say something only then
     lines += ["", f"{'P':>4} {'OWNER':<30} {'COMMITTED':>10} {'END':>10} {'LAG':>8} "
-                  f"{'LAG S':>8} HEALTH"]
+                  f"{'LAG S':>8} HEALTH" + ("  LEADER ISR" if kafka else "")]
     for p in snap.partitions:
         committed = "-" if p.committed is None else str(p.committed)
+        side = ""
+        if kafka and p.replicas:
+            side = (f"  {'-' if p.leader is None else p.leader:>6} "
+                    f"{','.join(map(str, p.isr)) or '-'}")
         lines.append(f"{p.partition:>4} {(p.owner or '-')[:30]:<30} {committed:>10} "
-                     f"{p.end:>10} {p.lag_messages:>8} {_secs(p.lag_seconds):>8} {p.health}")
+                     f"{p.end:>10} {p.lag_messages:>8} {_secs(p.lag_seconds):>8} "
+                     f"{p.health:<6}{side}".rstrip())
+    if kafka:
+        lines += ["", f"brokers ({snap.under_replicated} under-replicated, "
+                      f"{snap.offline_partitions} offline partitions of {snap.topic}):"]
+        for b in snap.brokers:
+            lines.append(f"  {b.broker_id:>4} {'up' if b.up else 'DOWN':<4} "
+                         f"{(b.address or '-'):<22} leads {b.leaders}, holds {b.replicas}, "
+                         f"{b.out_of_sync} out of ISR")
     if snap.rebalances:
         lines += ["", "recent rebalances:"]
         for r in snap.rebalances[-5:]:
@@ -117,52 +141,36 @@ def _secs(v: float | None) -> str:
 
 
 def _groups(args: argparse.Namespace) -> int:
-    from backend.observer.collect import Collector
 
-    collector = Collector(_settings(args))
+    from backend.contracts.overview import GROUP_ROWS_JSON
+    from backend.observer.overview import OverviewWatcher
+
+    watcher = OverviewWatcher(cluster_settings(args))
     try:
-        rows = _group_rows(collector)
+        overview = _sampled(watcher.refresh_once, args.samples, spacing_s=2.0)
     finally:
-        collector.close()
-    return _print_groups(args, rows)
-
-
-def _group_rows(collector) -> list[dict]:
-    from backend.observer.collect import CollectError
-    from backend.observer.derive import lag_messages
-
-    rows: list[dict] = []
-    try:
-        listed = collector.list_groups()
-    except Exception as exc:
-        raise UserError(f"cannot list groups: {exc}") from None
-    for gid, _state, _gtype in listed:
-        try:
-            obs = collector.collect(gid)
-        except CollectError as exc:
-            rows.append({"group": gid, "error": str(exc)})
-            continue
-        lag = sum(lag_messages(obs.committed.get(tp), end, obs.start_offsets.get(tp, 0))
-                  for tp, end in obs.end_offsets.items())
-        rows.append({"group": gid, "protocol": obs.protocol, "state": obs.state,
-                     "members": len(obs.members), "topics": list(obs.topics), "lag": lag})
-    return rows
-
-
-def _print_groups(args: argparse.Namespace, rows: list[dict]) -> int:
-    import orjson
-
+        watcher.stop()
+    if overview.error:
+        raise UserError(overview.error)
     if args.json:
-        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(GROUP_ROWS_JSON.dump_json(overview.rows, indent=2).decode() + "\n")
         return 0
-    if not rows:
-        print("no consumer groups")
-        return 0
-    print(f"{'GROUP':<40} {'PROTOCOL':<9} {'STATE':<20} {'MEMBERS':>7} {'LAG':>10}")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['group'][:40]:<40} error: {r['error']}")
-            continue
-        print(f"{r['group'][:40]:<40} {r['protocol']:<9} {r['state']:<20} "
-              f"{r['members']:>7} {r['lag']:>10}")
+    print(format_groups(overview.rows))
     return 0
+
+
+def format_groups(rows) -> str:
+    """The overview as a terminal table: one line per group, errors in place of numbers."""
+    if not rows:
+        return "no consumer groups"
+    lines = [f"{'GROUP':<40} {'STATE':<19} {'PROTOCOL':<8} {'MEMBERS':>7} {'LAG':>10} "
+             f"{'LAG S':>8} HEALTH"]
+    for r in rows:
+        if r.error:
+            lines.append(f"{r.group[:40]:<40} {'-':<19} {r.protocol:<8} {'-':>7} {'-':>10} "
+                         f"{'-':>8} ERR  {r.error}")
+            continue
+        lag = "-" if r.lag_messages is None else str(r.lag_messages)
+        lines.append(f"{r.group[:40]:<40} {r.state[:19]:<19} {r.protocol:<8} {r.members:>7} "
+                     f"{lag:>10} {_secs(r.max_lag_seconds):>8} {r.health}")
+    return "\n".join(lines)

@@ -5,6 +5,10 @@ ListOffsets, Metadata), so the observer needs DESCRIBE on the cluster and the gr
 DESCRIBE on the topic -- it never joins the group, never commits and never produces.
 The requests of one poll are issued together and awaited together, so a poll costs about
 one round trip per request type whatever the number of partitions.
+
+Metadata is cached per topic, except the watched topic's, read anew every poll: that one
+request is also the broker view (the brokers up; each partition's leader, replicas and ISR),
+so leaders moving and ISRs shrinking are seen within a poll at the cost of one request.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import NoReturn
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from backend.cluster.clients import GuardedAdmin, error_text, quiet_logger
+from backend.cluster.clients import GuardedAdmin, error_text, quiet_admin
 from backend.cluster.groups import TP, GroupMember, description_from, state_name
 from backend.cluster.settings import ClusterUnreachable, KafkaSettings
+from backend.observer.brokers import Placement, live_brokers, placement_of
 
 log = logging.getLogger("groupscope.observer")
 
@@ -49,10 +54,34 @@ class RawObservation:
     generation: int | None = None  # group generation / epoch when a source knows it
     error: str | None = None
     duration_ms: float = 0.0
+    # the watched topic (watched_topic()), whose metadata this poll read anew: the brokers
+    # that answered it as up (id -> host:port) and its partitions' leader, replicas and ISR
+    watched: str | None = None
+    live_brokers: dict[int, str] = field(default_factory=dict)
+    placements: dict[int, Placement] = field(default_factory=dict)
 
     @property
     def topics(self) -> tuple[str, ...]:
         return tuple(sorted(self.partition_counts))
+
+
+def watched_topic(counts: dict[str, int], preferred: str | None) -> str | None:
+    """The topic a snapshot shows: the one asked for, else the one with most partitions."""
+    if preferred is not None:
+        return preferred
+    if not counts:
+        return None
+    return max(sorted(counts), key=lambda t: counts[t])
+
+
+@dataclass(frozen=True)
+class _TopicMeta:
+    """What one metadata answer about one topic says, as cached."""
+
+    read_at: float  # time.monotonic()
+    count: int
+    live: dict[int, str]
+    placements: dict[int, Placement]
 
 
 class Collector:
@@ -64,10 +93,9 @@ class Collector:
         self.timeout = timeout
         self.errors: list[str] = []
         self._answered = False  # the last poll completed: no need to probe the port first
-        self._metadata_cache: dict[str, tuple[float, int]] = {}
-        self.guard = GuardedAdmin(lambda: AdminClient(settings.client_config(
-            error_cb=self._on_error, logger=quiet_logger(),
-            **{"client.id": "groupscope-observer"})))
+        self._metadata_cache: dict[str, _TopicMeta] = {}
+        self.guard = GuardedAdmin(lambda: quiet_admin(
+            settings, error_cb=self._on_error, **{"client.id": "groupscope-observer"}))
 
     @property
     def admin(self) -> AdminClient:
@@ -97,16 +125,29 @@ class Collector:
         counts: dict[str, int] = {}
         for topic in topics:
             cached = self._metadata_cache.get(topic)
-            if cached and now - cached[0] < max_age:
-                counts[topic] = cached[1]
-                continue
-            md = self.admin.list_topics(topic=topic, timeout=self.timeout)
-            t = md.topics.get(topic)
-            if t is None or t.error is not None or not t.partitions:
-                continue
-            counts[topic] = len(t.partitions)
-            self._metadata_cache[topic] = (now, counts[topic])
+            if not (cached and now - cached.read_at < max_age):
+                cached = self._read_metadata(topic, now)
+            if cached is not None:
+                counts[topic] = cached.count
         return counts
+
+    def _read_metadata(self, topic: str, now: float) -> _TopicMeta | None:
+        md = self.admin.list_topics(topic=topic, timeout=self.timeout)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            return None
+        meta = _TopicMeta(now, len(t.partitions), live_brokers(md.brokers),
+                          {int(p): placement_of(pm) for p, pm in t.partitions.items()})
+        self._metadata_cache[topic] = meta
+        return meta
+
+    def fresh_metadata(self, topic: str, since: float) -> _TopicMeta | None:
+        """The topic's metadata read at or after `since` (time.monotonic()): the cached
+        answer when this poll already read it, else one request now."""
+        cached = self._metadata_cache.get(topic)
+        if cached is not None and cached.read_at >= since:
+            return cached
+        return self._read_metadata(topic, time.monotonic())
 
     def forget_metadata(self, topics: Iterable[str]) -> None:
         """Drop the cached partition counts of these topics: the next read asks the cluster."""
@@ -148,6 +189,7 @@ class Collector:
 
     def _collect(self, group: str, topic: str | None) -> RawObservation:
         t0 = time.perf_counter()
+        started = time.monotonic()
         taken_ms = int(time.time() * 1000)
         describe_f = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
         try:
@@ -181,12 +223,19 @@ class Collector:
         if grown:
             self.forget_metadata(grown)
             counts.update(self.partition_counts(sorted(grown)))
+        watched = watched_topic(counts, topic)
+        meta = self.fresh_metadata(watched, started) if watched in counts else None
+        if meta is not None:
+            counts[watched] = meta.count  # type: ignore[index]
         end_offsets, start_offsets = self.log_offsets(counts)
         return RawObservation(
             taken_ms=taken_ms, group=group, state=described.state,
             protocol=described.protocol, assignor=described.assignor, members=members,
             committed=committed, end_offsets=end_offsets, start_offsets=start_offsets,
-            partition_counts=counts, duration_ms=(time.perf_counter() - t0) * 1000)
+            partition_counts=counts, duration_ms=(time.perf_counter() - t0) * 1000,
+            watched=watched if meta is not None else None,
+            live_brokers=dict(meta.live) if meta is not None else {},
+            placements=dict(meta.placements) if meta is not None else {})
 
     def log_offsets(self, counts: dict[str, int]) -> tuple[dict[TP, int], dict[TP, int]]:
         """Log-end and log-start offsets of every partition, two batched ListOffsets calls."""

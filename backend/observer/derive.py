@@ -5,12 +5,15 @@ Nothing here talks to Kafka, so every rule is unit-tested with plain values.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from backend.contracts import MemberView, PartitionView, StreamView
-from backend.observer.collect import TP, RawMember, RawObservation
+from backend.observer.brokers import Placement
+from backend.observer.collect import TP, RawMember, RawObservation, watched_topic
+
+K = TypeVar("K")  # a partition's key: (topic, partition), or the partition of one topic
 
 # ---- ownership ---------------------------------------------------------------------------
 
@@ -50,72 +53,111 @@ def assignment_diff(before: Mapping[int, str], after: Mapping[int, str]) -> list
 # ---- lag ---------------------------------------------------------------------------------
 
 
-def lag_messages(committed: int | None, end: int, start: int = 0) -> int:
-    """Messages not yet processed. With no commit, everything still in the log counts."""
-    base = committed if committed is not None else start
-    return max(0, end - max(base, start))
+def first_unread(committed: int | None, start: int = 0) -> int:
+    """The offset a group reads next: its commit, clamped to the log start (records below it
+    were deleted or compacted away); the log start when it has not committed."""
+    return start if committed is None else max(committed, start)
 
 
-def lag_seconds(committed: int | None, end: int, points: Sequence[tuple[int, int]],
-                now_ms: int, exact_ts_ms: int | None = None,
-                start: int = 0) -> float | None:
-    """How old the oldest unprocessed message is, in seconds.
+def lag_messages(committed: int | None, end: int, start: int = 0,
+                 drained: bool = False) -> int:
+    """Messages not yet processed. With no commit, everything still in the log counts.
 
-    Exact when the record timestamp at the committed offset is known. Otherwise the log-end
-    offset history `points` ((end offset, observed ms), oldest first) tells when the log
-    grew past the committed offset: the record at offset c arrived when the end went from c
-    to c + 1, located by linear interpolation between the two observations around it.
-    Older than the history: the history's age is returned as a lower bound. None: unknown.
+    `drained`: a read_committed reader found no data record between the first unread offset
+    and the end (`Sampler.record_times` answered None): what is left are transaction markers
+    or aborted records, which no consumer ever processes, so the lag is 0 -- not the stuck 1
+    a commit marker leaves after every transaction.
     """
-    base = committed if committed is not None else start
-    if base >= end:
+    if drained:
+        return 0
+    return max(0, end - first_unread(committed, start))
+
+
+def lag_seconds(committed: int | None, end: int, now_ms: int,
+                record_ts_ms: int | None = None, start: int = 0,
+                drained: bool = False) -> float | None:
+    """How old the oldest unprocessed message is, in seconds; None when unknown.
+
+    Only the broker's own timestamp of the first unprocessed data record (`record_ts_ms`,
+    from `Sampler.record_times`) gives a value; a group with nothing left (caught up, or
+    `drained`: only markers left) is 0. There is deliberately no fallback: the one this
+    replaced interpolated the observer's history of log-end offsets, which dates when the
+    *observer* saw the end move rather than when the record was written, starts only when
+    the observer does, and cannot tell a data record from a commit marker -- on an idle
+    transactional topic it made a caught-up group look older every second. An unknown age
+    (no READ on the topic, or not read within the poll's budget) stays None, which every
+    reader already shows as "unknown"; the next poll usually learns it, from the cache.
+    The value is finite and never negative (a producer clock ahead of ours gives 0).
+    """
+    if drained or first_unread(committed, start) >= end:
         return 0.0
-    if exact_ts_ms is not None:
-        return max(0.0, (now_ms - exact_ts_ms) / 1000.0)
-    if not points:
+    if record_ts_ms is None:
         return None
-    target = base + 1  # the end offset right after the oldest unprocessed record arrived
-    offsets = [o for o, _ in points]
-    i = bisect_right(offsets, target - 1)  # points[:i] have end <= base
-    if i == 0:
-        return max(0.0, (now_ms - points[0][1]) / 1000.0)
-    if i >= len(points):
-        # the log has not been seen past `base` yet (end moved since the last point)
-        return max(0.0, (now_ms - points[-1][1]) / 1000.0)
-    (o1, t1), (o2, t2) = points[i - 1], points[i]
-    arrived = t1 + (target - o1) / (o2 - o1) * (t2 - t1)
-    return max(0.0, (now_ms - arrived) / 1000.0)
+    return max(0.0, (now_ms - record_ts_ms) / 1000.0)
+
+
+def unread_ranges(committed: Mapping[TP, int], ends: Mapping[TP, int],
+                  starts: Mapping[TP, int], tps: Iterable[TP]) -> dict[TP, tuple[int, int]]:
+    """(first unread offset, log end) of each partition in `tps` that has something left:
+    the question `Sampler.record_times` answers."""
+    ranges = {}
+    for tp in tps:
+        end = ends.get(tp, 0)
+        first = first_unread(committed.get(tp), starts.get(tp, 0))
+        if first < end:
+            ranges[tp] = (first, end)
+    return ranges
+
+
+def effective_lag(committed: int | None, end: int, start: int, now_ms: int,
+                  record_times: Mapping[K, int | None], key: K) -> tuple[int, float | None]:
+    """(lag messages, lag seconds) of one partition, given what `Sampler.record_times`
+    answered for it under `key`: a timestamp, None (only markers left: drained) or nothing
+    (not learnt: the message count stands, the age is unknown)."""
+    ts = record_times.get(key)
+    drained = key in record_times and ts is None
+    return (lag_messages(committed, end, start, drained),
+            lag_seconds(committed, end, now_ms, ts, start, drained))
 
 
 # ---- views -------------------------------------------------------------------------------
 
 
 def partition_views(obs: RawObservation, topic: str,
-                    end_history: Mapping[int, Sequence[tuple[int, int]]],
-                    exact_ts: Mapping[int, int],
+                    record_times: Mapping[int, int | None],
                     health: Mapping[int, str]) -> tuple[PartitionView, ...]:
+    """One view per partition of `topic`, with its effective lag: `record_times` is what
+    `Sampler.record_times` answered, by partition (see `effective_lag`); with its leader,
+    replicas and ISR when the poll read `topic`'s metadata."""
     owners = ownership(obs.members, topic)
+    placements = obs.placements if obs.watched == topic else {}
     views = []
     for p in range(obs.partition_counts.get(topic, 0)):
         tp: TP = (topic, p)
         end = obs.end_offsets.get(tp, 0)
-        start = obs.start_offsets.get(tp, 0)
         committed = obs.committed.get(tp)
         owner = owners.get(p)
-        exact = exact_ts.get(p)
+        lag, lag_s = effective_lag(committed, end, obs.start_offsets.get(tp, 0), obs.taken_ms,
+                                   record_times, p)
         views.append(PartitionView(
             partition=p,
             owner=owner.client_id if owner else None,
             committed=committed,
             end=end,
-            lag_messages=lag_messages(committed, end, start),
-            lag_seconds=lag_seconds(committed, end, end_history.get(p, ()), obs.taken_ms,
-                                    exact, start),
+            lag_messages=lag,
+            lag_seconds=lag_s,
             health=health.get(p, "OK"),
             owner_member_id=owner.member_id if owner else None,
-            lag_seconds_exact=exact is not None,
+            lag_seconds_exact=lag_s is not None,
+            **_placement_fields(placements.get(p)),
         ))
     return tuple(views)
+
+
+def _placement_fields(pl: Placement | None) -> dict[str, object]:
+    if pl is None:
+        return {}
+    return {"leader": pl.leader, "replicas": pl.replicas, "isr": pl.isr}
 
 
 def member_views(obs: RawObservation, topic: str,
@@ -163,20 +205,6 @@ def stream_views(keys: Mapping[str, int | None], num_partitions: int,
 
 
 def choose_topic(obs: RawObservation, preferred: str | None) -> str | None:
-    """The topic a snapshot shows: the one asked for, else the one with most partitions."""
-    if preferred is not None:
-        return preferred
-    if not obs.partition_counts:
-        return None
-    return max(sorted(obs.partition_counts), key=lambda t: obs.partition_counts[t])
-
-
-WORST_FIRST = ("STOP", "STALL", "REWIND", "WARN", "OK")
-
-
-def worst(statuses: Iterable[str]) -> str:
-    seen = set(statuses)
-    for s in WORST_FIRST:
-        if s in seen:
-            return s
-    return "OK"
+    """The topic a snapshot shows: the one asked for, else the one with most partitions
+    (the collector's rule, so it is the topic whose metadata the poll read anew)."""
+    return watched_topic(obs.partition_counts, preferred)

@@ -15,17 +15,18 @@ WARN    the committed offset moves but lag never shrinks from one point to the n
         the consumer works but falls behind.
 OK      otherwise.
 
-Group health is the worst partition health (`derive.worst`: STOP > STALL > REWIND > WARN > OK).
+Group health is the worst partition health (`contracts.overview.worst`: STOP > STALL >
+REWIND > WARN > OK).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-OK, WARN, STALL, STOP, REWIND = "OK", "WARN", "STALL", "STOP", "REWIND"
+from backend.contracts.overview import OK, REWIND, STALL, STOP, WARN
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,20 @@ def evaluate_partition(window: Sequence[OffsetPoint], owned: bool,
 
 
 class OffsetWindows:
-    """Per-partition sliding windows, fed once per poll (the evaluator's storage)."""
+    """Per-partition sliding windows, fed once per poll (the evaluator's storage). A key is a
+    partition number (one group, one topic) or a (topic, partition) pair (the overview)."""
 
     def __init__(self, rules: Rules = DEFAULT_RULES) -> None:
         self.rules = rules
-        self._windows: dict[int, deque[OffsetPoint]] = {}
+        self._windows: dict[Hashable, deque[OffsetPoint]] = {}
 
-    def add(self, partition: int, point: OffsetPoint) -> None:
+    def add(self, partition: Hashable, point: OffsetPoint) -> None:
         w = self._windows.get(partition)
         if w is None:
             w = self._windows[partition] = deque(maxlen=self.rules.window)
         w.append(point)
 
-    def evaluate(self, partition: int, owned: bool) -> str:
+    def evaluate(self, partition: Hashable, owned: bool) -> str:
         return evaluate_partition(tuple(self._windows.get(partition, ())), owned, self.rules)
 
     def reset(self) -> None:

@@ -27,6 +27,7 @@ class TopicTail:
         self._consumer = readonly_consumer(settings, purpose, group)
         self._assigned = False
         self._checked = 0.0
+        self._behind: set[int] = set()  # partitions not yet read to their end once
 
     def _ensure_assigned(self) -> bool:
         if self._assigned:
@@ -52,22 +53,34 @@ class TopicTail:
                     tp.offset = -1  # nothing newer: start at the end
         self._consumer.assign(tps)
         self._assigned = True
+        self._behind = {tp.partition for tp in tps}
         return True
 
     def poll(self, max_messages: int = 5000, timeout: float = 0.05) -> list:
+        """What arrived since the last poll. Until every partition has been read to its end
+        once, this waits up to `timeout` a round (a first poll returns the backlog, as
+        `groupscope snapshot` needs); after that it takes only what the client has already
+        fetched, without waiting: a consume() waits out its whole timeout unless its count
+        fills, which cost every observer poll 50 ms per tail."""
         try:
             if not self._ensure_assigned():
                 return []
         except Exception:
             return []
         out = []
-        for msg in self._consumer.consume(max_messages, timeout=timeout):
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    continue
-                continue
-            out.append(msg)
-        return out
+        deadline = time.monotonic() + timeout
+        while True:
+            wait = max(0.0, deadline - time.monotonic()) if self._behind else 0.0
+            msgs = self._consumer.consume(max_messages - len(out), timeout=wait)
+            for msg in msgs:
+                err = msg.error()
+                if err is None:
+                    out.append(msg)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    self._behind.discard(msg.partition())
+            if (not self._behind or not msgs or len(out) >= max_messages
+                    or time.monotonic() >= deadline):
+                return out
 
     def close(self) -> None:
         self._consumer.close()

@@ -24,6 +24,7 @@ from backend.observer.reader import readonly_consumer
 OFFSETS_TOPIC = "__consumer_offsets"
 CLASSIC_GROUP_KEY = 2  # GroupMetadataKey / GroupMetadataValue
 CONSUMER_GROUP_KEY = 3  # ConsumerGroupMetadataKey / ConsumerGroupMetadataValue
+TARGET_ASSIGNMENT_KEY = 6  # ConsumerGroupTargetAssignmentMetadataKey / ...Value (KIP-848)
 MAX_BACKLOG = 200_000  # records read back on start; compaction keeps the latest per key
 
 
@@ -80,6 +81,28 @@ def parse_group_record(key: bytes | None, value: bytes | None) -> tuple[str, int
     return group, generation
 
 
+def parse_target_epoch(key: bytes | None, value: bytes | None) -> tuple[str, int | None] | None:
+    """(group id, target-assignment epoch; None for a tombstone) for a KIP-848 group's
+    ConsumerGroupTargetAssignmentMetadata record, None for every other record.
+
+    The coordinator writes it when it computes a new target assignment; the group epoch
+    moves first and the target epoch catches up to it, so "epoch 12, target epoch 11" means
+    the assignor has not yet run for the latest change. Its value is AssignmentEpoch (int32),
+    first after the version, as the group epoch is in record type 3.
+    """
+    if not key or len(key) < 4:
+        return None
+    (kind,) = struct.unpack_from(">h", key, 0)
+    if kind != TARGET_ASSIGNMENT_KEY:
+        return None
+    (glen,) = struct.unpack_from(">h", key, 2)
+    group = key[4:4 + glen].decode("utf-8", "replace")
+    if value is None:
+        return group, None
+    (epoch,) = struct.unpack_from(">i", value, 2)
+    return group, epoch
+
+
 class GenerationTail:
     """Follows one group's generation. `current()` drains what is new, then answers."""
 
@@ -87,6 +110,7 @@ class GenerationTail:
         self.group = group
         self.generation: int | None = None
         self.changed_ms: int | None = None  # record timestamp of the latest change
+        self.target_epoch: int | None = None  # KIP-848: the target assignment's epoch
         self.available = True
         self._consumer = None
         self._settings = settings
@@ -129,7 +153,11 @@ class GenerationTail:
             return None
         deadline = time.monotonic() + budget_s
         while time.monotonic() < deadline:
-            msgs = self._consumer.consume(2000, timeout=0.05)
+            # at the end, take what the client has fetched meanwhile without waiting: a
+            # consume() waits out its timeout unless its count fills, and the offsets topic
+            # of a busy group never stops (a commit every batch), so waiting 50 ms a round
+            # spent the whole budget, 0.3 s, on every poll
+            msgs = self._consumer.consume(2000, timeout=0.0 if self._at_end else 0.05)
             if not msgs and self._at_end:
                 break  # caught up, nothing new
             for msg in msgs:
@@ -145,12 +173,18 @@ class GenerationTail:
                     continue
                 self._at_end = False
                 self._note(msg)
+            if self._at_end:
+                break  # this round ended at the partition's end
         return self.generation
 
     def _note(self, msg) -> None:
         try:
             parsed = parse_group_record(msg.key(), msg.value())
+            target = parse_target_epoch(msg.key(), msg.value()) if parsed is None else None
         except (struct.error, IndexError):
+            return
+        if target is not None and target[0] == self.group:
+            self.target_epoch = target[1]
             return
         if parsed is None or parsed[0] != self.group:
             return

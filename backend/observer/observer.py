@@ -12,19 +12,21 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import replace
 
 from backend.cluster.clients import error_text
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import INPUT_TOPIC, Snapshot
+from backend.contracts.overview import worst
+from backend.observer.brokers import BrokerLog, BrokerReading, totals
 from backend.observer.collect import CollectError, Collector, RawObservation
 from backend.observer.derive import (
     choose_topic,
+    effective_lag,
     member_views,
     partition_views,
     stream_views,
-    worst,
+    unread_ranges,
 )
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.store import SnapshotStore
@@ -52,8 +54,8 @@ class Observer:
         self.collector = Collector(settings)
         self.store = SnapshotStore(history)
         self.timeline = Timeline()
+        self.brokers = BrokerLog()
         self.windows = OffsetWindows(rules or Rules())
-        self._end_points: dict[int, deque[tuple[int, int]]] = {}
         self._keys: dict[str, int | None] = {}
         self._sampler = None
         self._events = None
@@ -84,6 +86,11 @@ class Observer:
         """Drained *before* describing, so a generation is never newer than the members."""
         if not self.read_generation:
             return None
+        if self.last_error is not None or (self.store.latest() is None
+                                           and self.settings.refused_everywhere()):
+            # not while the cluster does not answer: starting the reader against it would
+            # wait out its metadata timeout on every poll the outage lasts
+            return None
         if self._gen is None:
             from backend.observer.generation import GenerationTail
 
@@ -103,7 +110,7 @@ class Observer:
             state="Unknown", protocol=prev.protocol if prev else "classic",
             assignor=prev.assignor if prev else None, generation=None, members=(),
             partitions=(), streams=(), rebalances=self.timeline.rebalances(),
-            health="OK", error=message,
+            health="OK", error=message, cluster_events=self.brokers.events(),
         )
         return self._publish(snap)
 
@@ -119,54 +126,47 @@ class Observer:
         if topic is None and INPUT_TOPIC in obs.partition_counts:
             topic = INPUT_TOPIC
         if topic != self._shown_topic:
-            self._end_points.clear()
             self.windows.reset()
             self._shown_topic = topic
         n = obs.partition_counts.get(topic, 0) if topic else 0
         now = obs.taken_ms
-        # log-end history for lag-in-seconds interpolation: keep first and last sighting of
-        # each end offset, so an arrival is bracketed as tightly as the polls allow
-        for p in range(n):
-            end = obs.end_offsets.get((topic, p), 0)
-            pts = self._end_points.setdefault(p, deque(maxlen=600))
-            if len(pts) >= 2 and pts[-1][0] == end and pts[-2][0] == end:
-                pts[-1] = (end, now)
-            else:
-                pts.append((end, now))
-
         if topic:
             self._maybe_sample(obs, topic)
-        exact = self._exact_timestamps(obs, topic) if topic else {}
+        times = self._record_times(obs, topic, n) if topic else {}
 
         owners_now = {p for m in obs.members for (t, p) in m.assignment if t == topic}
         health: dict[int, str] = {}
         for p in range(n):
             tp = (topic, p)
             committed = obs.committed.get(tp)
-            end = obs.end_offsets.get(tp, 0)
-            start = obs.start_offsets.get(tp, 0)
-            lag = max(0, end - max(committed if committed is not None else start, start))
+            # the effective lag, so commit markers never read as a stalled partition
+            lag, _ = effective_lag(committed, obs.end_offsets.get(tp, 0),
+                                   obs.start_offsets.get(tp, 0), now, times, p)
             self.windows.add(p, OffsetPoint(now, committed, lag))
             health[p] = self.windows.evaluate(p, owned=p in owners_now)
 
-        partitions = (partition_views(obs, topic, self._end_points, exact, health)
-                      if topic else ())
+        partitions = partition_views(obs, topic, times, health) if topic else ()
         members = member_views(obs, topic or "", partitions)
         if topic:
             self.timeline.observe(frame(obs, topic))
+        if topic is not None and obs.watched == topic:
+            self.brokers.observe(BrokerReading(now, topic, obs.live_brokers, obs.placements))
+        under, offline = totals(obs.placements.values()) if obs.watched == topic else (0, 0)
         owners = {pv.partition: pv.owner for pv in partitions}
         streams = stream_views(self._keys, n, owners) if topic else ()
         lag_s = [pv.lag_seconds for pv in partitions if pv.lag_seconds is not None]
         return Snapshot(
             taken_ms=now, group=obs.group, topic=topic, state=obs.state,
             protocol=obs.protocol, assignor=obs.assignor, generation=obs.generation,
+            target_epoch=self._gen.target_epoch if self._gen is not None else None,
             members=members, partitions=partitions, streams=streams,
             rebalances=self.timeline.rebalances(),
             health=worst(health.values()) if health else "OK", error=None,
             total_lag=sum(pv.lag_messages for pv in partitions),
             max_lag_seconds=max(lag_s) if lag_s else None,
             events=self._events.recent() if self._events is not None else (),
-            partition_count=n)
+            partition_count=n, brokers=self.brokers.views(), under_replicated=under,
+            offline_partitions=offline, cluster_events=self.brokers.events())
 
     # ---- optional readers (need READ on the topic; failures only cost detail) ---------
 
@@ -203,18 +203,22 @@ class Observer:
             for key in list(self._keys)[: len(self._keys) - MAX_STREAMS]:
                 del self._keys[key]
 
-    def _exact_timestamps(self, obs: RawObservation, topic: str) -> dict[int, int]:
+    def _record_times(self, obs: RawObservation, topic: str, n: int) -> dict[int, int | None]:
+        """partition -> timestamp of its first unprocessed data record, None when only
+        transaction markers are left (see `Sampler.record_times`); absent when not learnt.
+        Every partition with lag is asked, those without a commit from the log start."""
         if not self.exact_lag:
             return {}
-        lagging = {p: off for (t, p), off in obs.committed.items()
-                   if t == topic and off < obs.end_offsets.get((t, p), 0)}
-        if not lagging:
+        ranges = unread_ranges(obs.committed, obs.end_offsets, obs.start_offsets,
+                               ((topic, p) for p in range(n)))
+        if not ranges:
             return {}
         try:
-            return self._sampler_client().timestamps(topic, lagging)
+            got = self._sampler_client().record_times(ranges)
         except Exception as exc:
             log.warning("record timestamps of %s unavailable: %s", topic, error_text(exc))
             return {}
+        return {p: ts for (_, p), ts in got.items()}
 
     # ---- background loop -------------------------------------------------------------
 

@@ -1,95 +1,63 @@
-"""The collector against a scripted admin client: no broker, just the calls a poll makes."""
+"""The collector's metadata against the real broker: the watched topic's is read every poll
+(it carries leaders, replicas and ISRs), other topics' counts are cached, and a topic grown
+since is seen at the very next poll that meets one of its new partitions."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-from types import SimpleNamespace
+from collections.abc import Callable
 
-import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
-from backend.cluster.settings import KafkaSettings
-from backend.observer import collect
 from backend.observer.collect import Collector
+from tests.observer.conftest import create_topic
+from tests.observer.seed import seed_groups
 
 
-class _Done:
-    def __init__(self, value: object) -> None:
-        self.value = value
+def count_metadata_requests(collector: Collector) -> Callable[[], int]:
+    """Wrap the collector's admin client so its metadata requests can be counted."""
+    client = collector.admin
+    original = client.list_topics
+    calls = [0]
 
-    def result(self, timeout: float | None = None) -> object:
-        return self.value
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
 
-
-class FakeAdmin:
-    """One group on one topic; the test sets the partition count and the members' assignment."""
-
-    def __init__(self, topic: str, partitions: int) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.assignment: dict[str, list[int]] = {}
-        self.metadata_requests = 0
-
-    def describe_consumer_groups(self, groups, request_timeout=None):
-        members = [SimpleNamespace(
-            member_id=f"{name}-id", client_id=name, host="/127.0.0.1", group_instance_id=None,
-            target_assignment=None,
-            assignment=SimpleNamespace(topic_partitions=[TopicPartition(self.topic, p)
-                                                         for p in parts]))
-            for name, parts in self.assignment.items()]
-        desc = SimpleNamespace(members=members, state="STABLE", type=None,
-                               partition_assignor="range")
-        return {g: _Done(desc) for g in groups}
-
-    def list_consumer_group_offsets(self, requests, request_timeout=None):
-        return {r.group_id: _Done(SimpleNamespace(topic_partitions=[])) for r in requests}
-
-    def list_topics(self, topic=None, timeout=None):
-        self.metadata_requests += 1
-        meta = SimpleNamespace(error=None, partitions=dict.fromkeys(range(self.partitions)))
-        return SimpleNamespace(topics={self.topic: meta})
-
-    def list_offsets(self, requests, request_timeout=None):
-        return {tp: _Done(SimpleNamespace(offset=0)) for tp in requests}
+    client.list_topics = counting  # type: ignore[method-assign]
+    return lambda: calls[0]
 
 
-def _collector(admin: FakeAdmin, monkeypatch, listener: socket.socket) -> Collector:
-    monkeypatch.setattr(collect, "AdminClient", lambda conf: admin)
-    host, port = listener.getsockname()
-    return Collector(KafkaSettings(bootstrap=f"{host}:{port}"))
+def test_other_topics_counts_are_cached_the_watched_one_is_read_each_poll_with_its_brokers(
+        kafka, unique):
+    other, watched = f"collect-{unique}", f"collect-big-{unique}"
+    group = f"collect-group-{unique}"
+    create_topic(kafka, other, 2)
+    create_topic(kafka, watched, 4)
+    seed_groups(kafka, {group: {**{(other, p): 0 for p in range(2)},
+                                **{(watched, p): 0 for p in range(4)}}})
+    collector = Collector(kafka)
+    try:
+        requests = count_metadata_requests(collector)
+        for _ in range(3):
+            obs = collector.collect(group)
+            assert obs.partition_counts == {other: 2, watched: 4}
+        # the first poll reads both; then only the watched topic (most partitions), once a poll
+        assert requests() == 2 + 1 + 1
+        # that one request is also the broker view: who is up, who leads, who is in sync
+        assert obs.watched == watched
+        assert obs.live_brokers == {1: kafka.bootstrap}
+        assert sorted(obs.placements) == [0, 1, 2, 3]
+        assert all(pl.leader == 1 and pl.replicas == (1,) and pl.isr == (1,)
+                   for pl in obs.placements.values())
 
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A port that accepts connections, so the collector's refused-port probe passes."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s
-
-
-def test_a_topic_grown_within_the_metadata_cache_age_is_seen_at_the_next_poll(
-        monkeypatch, listener):
-    admin = FakeAdmin("telemetry", 2)
-    admin.assignment = {"ada": [0], "bruno": [1]}
-    collector = _collector(admin, monkeypatch, listener)
-    assert collector.collect("g").partition_counts == {"telemetry": 2}
-    assert collector.collect("g").partition_counts == {"telemetry": 2}
-    assert admin.metadata_requests == 1  # the count is cached between polls
-
-    admin.partitions = 4  # partitions added; the group rebalances onto them
-    admin.assignment = {"ada": [0, 2], "bruno": [1, 3]}
-    obs = collector.collect("g")
-    assert obs.partition_counts == {"telemetry": 4}
-    assert {p for _, p in obs.end_offsets} == {0, 1, 2, 3}
-    assert admin.metadata_requests == 2
-
-
-def test_a_group_within_the_cached_count_costs_no_metadata_request(monkeypatch, listener):
-    admin = FakeAdmin("telemetry", 3)
-    admin.assignment = {"ada": [0, 1, 2]}
-    collector = _collector(admin, monkeypatch, listener)
-    for _ in range(3):
-        assert collector.collect("g", "telemetry").partition_counts == {"telemetry": 3}
-    assert admin.metadata_requests == 1
+        # partitions added to the other topic, and the group commits on the new one (a
+        # rebalance onto it): seen at once, though its count was cached
+        admin = AdminClient(kafka.client_config())
+        admin.create_partitions([NewPartitions(other, 3)])[other].result(30)
+        seed_groups(kafka, {group: {(other, p): 0 for p in range(3)}})
+        obs = collector.collect(group)
+        assert obs.partition_counts == {other: 3, watched: 4}
+        assert {p for t, p in obs.end_offsets if t == other} == {0, 1, 2}
+        assert requests() == 4 + 2
+    finally:
+        collector.close()

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from backend.cluster.partitioner import partition_for
+from backend.contracts.overview import worst
 from backend.observer.collect import RawMember, RawObservation
 from backend.observer.derive import (
     Move,
     assignment_diff,
     choose_topic,
+    effective_lag,
+    first_unread,
     lag_messages,
     lag_seconds,
     member_views,
     partition_views,
     stream_views,
-    worst,
+    unread_ranges,
 )
 
 
@@ -41,30 +46,60 @@ def test_lag_messages(committed, end, start, expected):
     assert lag_messages(committed, end, start) == expected
 
 
+def test_lag_messages_of_a_drained_partition_is_zero():
+    # commit marker at 99: end - committed = 1, but nothing is left to process
+    assert lag_messages(99, 100, 0, drained=True) == 0
+    assert lag_messages(None, 100, 40, drained=True) == 0
+
+
+def test_first_unread_clamps_to_the_log_start():
+    assert first_unread(None, 30) == 30
+    assert first_unread(10, 40) == 40
+    assert first_unread(50, 40) == 50
+
+
 def test_lag_seconds_is_zero_when_caught_up_and_exact_with_a_record_timestamp():
-    assert lag_seconds(100, 100, [], now_ms=50_000) == 0.0
-    assert lag_seconds(90, 100, [], now_ms=50_000, exact_ts_ms=47_500) == 2.5
+    assert lag_seconds(100, 100, now_ms=50_000) == 0.0
+    assert lag_seconds(120, 100, now_ms=50_000) == 0.0  # commit ahead of a truncated log
+    assert lag_seconds(90, 100, now_ms=50_000, record_ts_ms=47_500) == 2.5
 
 
-def test_lag_seconds_interpolates_between_end_offset_observations():
-    # end was 100 at t=10 s and 200 at t=20 s: offset 149 arrived when the end passed 150,
-    # i.e. at 15 s; at now = 25 s the oldest unprocessed record is 10 s old
-    points = [(100, 10_000), (200, 20_000), (300, 30_000)]
-    assert lag_seconds(149, 300, points, now_ms=25_000) == pytest.approx(10.0)
-    # exactly at a sighting: committed 199 -> end 200 seen at 20 s
-    assert lag_seconds(199, 300, points, now_ms=25_000) == pytest.approx(5.0)
+def test_lag_seconds_without_a_record_timestamp_is_unknown_never_a_guess():
+    assert lag_seconds(90, 100, now_ms=50_000) is None
+    assert lag_seconds(None, 100, now_ms=50_000, start=100) == 0.0  # empty log: nothing left
 
 
-def test_lag_seconds_uses_the_last_sighting_of_an_unchanged_end():
-    # the end sat at 100 from 10 s to 18 s, then was 110 at 19 s: record 100 arrived in (18, 19]
-    points = [(100, 10_000), (100, 18_000), (110, 19_000)]
-    assert lag_seconds(100, 110, points, now_ms=20_000) == pytest.approx(20 - 18.1)
+def test_lag_seconds_of_only_markers_left_is_zero_however_long_it_sits():
+    for now in (1_000, 60_000, 3_600_000, 10**13):
+        assert lag_seconds(99, 100, now_ms=now, drained=True) == 0.0
+        assert lag_seconds(99, 100, now_ms=now, record_ts_ms=500, drained=True) == 0.0
 
 
-def test_lag_seconds_older_than_history_is_a_lower_bound_and_none_without_data():
-    points = [(500, 10_000), (600, 20_000)]
-    assert lag_seconds(100, 600, points, now_ms=30_000) == pytest.approx(20.0)
-    assert lag_seconds(100, 600, [], now_ms=30_000) is None
+@pytest.mark.parametrize("ts", [0, 1, 49_999, 50_000, 50_001, 10**15])
+def test_lag_seconds_is_finite_and_never_negative(ts):
+    value = lag_seconds(90, 100, now_ms=50_000, record_ts_ms=ts)
+    assert value is not None and math.isfinite(value) and value >= 0.0
+    assert value == max(0.0, (50_000 - ts) / 1000)
+
+
+def test_unread_ranges_ask_only_partitions_with_something_left():
+    tps = [("t", p) for p in range(5)]
+    committed = {("t", 0): 5, ("t", 1): 10, ("t", 3): 2}  # 2 and 4: no commit
+    ends = {("t", 0): 10, ("t", 1): 10, ("t", 2): 7, ("t", 3): 9, ("t", 4): 4}
+    starts = {("t", 3): 6, ("t", 4): 4}
+    assert unread_ranges(committed, ends, starts, tps) == {
+        ("t", 0): (5, 10),  # behind
+        ("t", 2): (0, 7),  # no commit: from the log start
+        ("t", 3): (6, 9),  # committed below the log start: from the start
+    }
+
+
+def test_effective_lag_reads_the_record_times_answer():
+    times = {1: 7_000, 2: None}
+    assert effective_lag(5, 10, 0, 10_000, times, 1) == (5, 3.0)  # a data record: its age
+    assert effective_lag(9, 10, 0, 10_000, times, 2) == (0, 0.0)  # only a marker left
+    assert effective_lag(5, 10, 0, 10_000, times, 3) == (5, None)  # not learnt
+    assert effective_lag(10, 10, 0, 10_000, times, 3) == (0, 0.0)  # caught up
 
 
 def _obs(members, committed, ends, topic="t", n=4):
@@ -80,14 +115,16 @@ def test_partition_and_member_views_give_owner_lag_and_idle_members():
     b = RawMember("id-b", "rep-b", "/10.0.0.2", (("t", 2), ("t", 3)))
     idle = RawMember("id-c", "rep-c", "/10.0.0.3", ())
     obs = _obs([b, idle, a], {0: 5, 1: 10, 2: 0}, {0: 10, 1: 10, 2: 7, 3: 3})
-    parts = partition_views(obs, "t", {}, {0: 9_000}, {2: "WARN"})
+    # 0: a record at 9 s; 1: caught up; 2: only markers after the commit; 3: not learnt
+    parts = partition_views(obs, "t", {0: 9_000, 2: None}, {2: "WARN"})
     assert [(p.partition, p.owner, p.lag_messages) for p in parts] == [
-        (0, "rep-a", 5), (1, "rep-a", 0), (2, "rep-b", 7), (3, "rep-b", 3)]
-    assert parts[0].lag_seconds == 1.0 and parts[0].lag_seconds_exact
+        (0, "rep-a", 5), (1, "rep-a", 0), (2, "rep-b", 0), (3, "rep-b", 3)]
+    assert [(p.lag_seconds, p.lag_seconds_exact) for p in parts] == [
+        (1.0, True), (0.0, True), (0.0, True), (None, False)]
     assert parts[2].health == "WARN" and parts[3].committed is None
     members = member_views(obs, "t", parts)
     assert [(m.client_id, m.partitions, m.idle, m.lag_messages) for m in members] == [
-        ("rep-a", (0, 1), False, 5), ("rep-b", (2, 3), False, 10), ("rep-c", (), True, 0)]
+        ("rep-a", (0, 1), False, 5), ("rep-b", (2, 3), False, 3), ("rep-c", (), True, 0)]
 
 
 def test_stream_views_use_murmur2_for_known_keys_and_the_seen_partition_for_samples():

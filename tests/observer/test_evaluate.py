@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.observer.derive import worst
+from backend.contracts.overview import worst
 from backend.observer.evaluate import (
     OffsetPoint,
     OffsetWindows,

@@ -8,6 +8,7 @@ from backend.observer.generation import (
     java_string_hash,
     offsets_partition,
     parse_group_record,
+    parse_target_epoch,
 )
 
 
@@ -38,3 +39,32 @@ def test_consumer_group_epoch_and_other_records_ignored():
     assert parse_group_record(commit_key, b"whatever") is None
     assert parse_group_record(key(5, "g2"), b"member record") is None
     assert parse_group_record(None, None) is None
+
+
+def test_kip848_target_assignment_epoch_with_and_without_tagged_fields():
+    plain = struct.pack(">hi", 0, 11) + b"\x00"  # version 0, AssignmentEpoch, no tags
+    assert parse_target_epoch(key(6, "g3"), plain) == ("g3", 11)
+    # Kafka 4.3 adds AssignmentTimestamp as tagged field 0 after the epoch
+    tagged = struct.pack(">hi", 0, 12) + bytes([1, 0, 8]) + struct.pack(">q", 1_700_000_000_000)
+    assert parse_target_epoch(key(6, "g3"), tagged) == ("g3", 12)
+    assert parse_target_epoch(key(6, "g3"), None) == ("g3", None)  # group deleted
+    # the group epoch record and member records are not target epochs, and vice versa
+    assert parse_target_epoch(key(3, "g3"), plain) is None
+    assert parse_target_epoch(key(7, "g3"), b"member target") is None
+    assert parse_group_record(key(6, "g3"), plain) is None
+    assert parse_target_epoch(None, None) is None
+
+
+def test_no_generation_reader_is_started_while_the_cluster_refuses_connections():
+    """Starting it would wait out its 5 s metadata timeout on every poll of an outage."""
+    from backend.cluster.settings import KafkaSettings
+    from backend.netutil import free_port
+    from backend.observer.observer import Observer
+
+    obs = Observer(KafkaSettings(bootstrap=f"127.0.0.1:{free_port()}"), "g")
+    try:
+        for _ in range(3):
+            assert "refused" in (obs.poll_once().error or "")
+        assert obs._gen is None
+    finally:
+        obs.stop()

@@ -1,0 +1,145 @@
+"""The cluster overview: one row per consumer group, what every reader of "all groups" shares.
+
+The overview watcher (`backend/observer/overview.py`) produces an `Overview` per cycle; the
+dashboard's Groups page, `groupscope groups`, the Prometheus exporter and the alert rules read
+it and nothing else, the way Burrow's collectors, evaluator and notifiers meet in one
+protocol module. Plain frozen dataclasses, like the Snapshot: built once per group per cycle
+for thousands of groups, and read by several threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from pydantic import TypeAdapter
+
+from backend.contracts import BrokerView
+
+# ---- health -------------------------------------------------------------------------------
+
+OK, WARN, STALL, STOP, REWIND, ERR = "OK", "WARN", "STALL", "STOP", "REWIND", "ERR"
+# worst first: a group's health is its worst partition's; ERR = the group could not be
+# described at all (no rights, coordinator error), which hides everything else
+HEALTH_WORST_FIRST: tuple[str, ...] = (ERR, STOP, STALL, REWIND, WARN, OK)
+HEALTH_MEANING: dict[str, str] = {
+    OK: "caught up at some point in the window, or consuming faster than it falls behind",
+    WARN: "committing, but lag never shrinks: falling behind",
+    STALL: "lag and an owner, but the committed offset does not move: the consumer is stuck",
+    STOP: "lag and no owner: nobody consumes these partitions",
+    REWIND: "the committed offset went backwards (a reset or a replay)",
+    ERR: "the group could not be described",
+}
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The worst of several health states (OK when there are none)."""
+    seen = set(statuses)
+    for s in HEALTH_WORST_FIRST:
+        if s in seen:
+            return s
+    return OK
+
+
+# ---- bounds -------------------------------------------------------------------------------
+
+TREND_POINTS = 60  # total-lag points kept per group for the sparkline and the rate
+REBALANCE_WINDOW_MS = 3_600_000  # "rebalances in the last hour"
+
+
+# ---- rows ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition a group has committed to or owns, as of the group's last refresh."""
+
+    topic: str
+    partition: int
+    committed: int | None  # None: no commit yet (lag counts from the log start)
+    end: int
+    lag_messages: int
+    lag_seconds: float | None  # from the broker's record timestamps; None: not known yet
+    health: str = OK
+    owner: str | None = None  # client id of the member that owns it, if any
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """Everything the overview knows about one group.
+
+    A row exists from the moment the group is listed; `described_ms` is None until its first
+    description and offsets arrived (the row is then "pending"). Values that need more than
+    one observation (rate, catch-up, health) are None / OK until the window allows them.
+    """
+
+    group: str
+    state: str  # Kafka's names: Stable, Empty, PreparingRebalance, Reconciling, Dead, ...
+    protocol: str  # classic / consumer
+    assignor: str | None = None
+    members: int = 0
+    topics: tuple[str, ...] = ()
+    lag_messages: int | None = None  # total over all its partitions
+    max_lag_seconds: float | None = None
+    lag_trend: tuple[int, ...] = ()  # total lag at its last refreshes, oldest first
+    lag_rate: float | None = None  # msg/s the total lag changes by (< 0: catching up)
+    catch_up_seconds: float | None = None  # at the current rate; None: not catching up
+    health: str = OK
+    rebalances_last_hour: int = 0
+    last_rebalance_ms: int | None = None
+    generation: int | None = None  # generation (classic) or group epoch (consumer) if known
+    own: bool = False  # a groupscope group: its `<group>.events` topic exists
+    partitions: tuple[PartitionLag, ...] = ()
+    described_ms: int | None = None  # when description + offsets were last read
+    error: str | None = None  # one line, never a secret; health is ERR while it is set
+
+    @property
+    def pending(self) -> bool:
+        return self.described_ms is None and self.error is None
+
+    @property
+    def falling_behind(self) -> bool:
+        return self.lag_rate is not None and self.lag_rate > 0 and bool(self.lag_messages)
+
+
+@dataclass(frozen=True)
+class CycleStats:
+    """What one refresh cycle cost: for the page's footer and the exporter's own metrics."""
+
+    started_ms: int
+    seconds: float
+    requests: int  # Admin API requests issued (list, describe batches, offset fetches, ...)
+    groups_refreshed: int
+    errors: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    taken_ms: int
+    cluster: str  # a label for the cluster (the bootstrap servers, never credentials)
+    rows: tuple[GroupRow, ...] = ()  # sorted by group id
+    listed: int = 0  # groups the last listing returned
+    cycle: CycleStats | None = None
+    error: str | None = None  # the cluster itself could not be read (listing failed)
+    history: tuple[CycleStats, ...] = field(default=())  # recent cycles, oldest first
+    # every broker over every topic's partitions, from the metadata the overview caches
+    # (METADATA_MAX_AGE_S), and the cluster's under-replicated and offline partitions
+    brokers: tuple[BrokerView, ...] = ()
+    under_replicated: int = 0
+    offline_partitions: int = 0
+
+    @property
+    def described(self) -> int:
+        return sum(1 for r in self.rows if not r.pending)
+
+    @cached_property
+    def _by_group(self) -> dict[str, GroupRow]:
+        return {r.group: r for r in self.rows}
+
+    def row(self, group: str) -> GroupRow | None:
+        """One group's row; an index built on first use (pages and tests look many up)."""
+        return self._by_group.get(group)
+
+
+OVERVIEW_JSON = TypeAdapter(Overview)
+GROUP_ROWS_JSON = TypeAdapter(tuple[GroupRow, ...])

@@ -1,0 +1,273 @@
+"""The cluster overview watcher: every consumer group, refreshed in cycles, read-only.
+
+One `OverviewWatcher` per cluster (one AdminClient, one record reader) serves every reader of
+"all groups": the dashboard's Groups page, `groupscope groups`, the exporter and the alert
+rules. A cycle lists the groups (one request), publishes their names at once, then refreshes
+them in batches, the groups someone is looking at first (`prioritise`), then those never
+described, then the stalest, publishing after every batch: the first screen needs one
+listing, and a row fills in as soon as its batch is read. Listeners (alerts) are called
+after each complete cycle, from the watcher's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+
+from backend.cluster.clients import error_text
+from backend.cluster.groups import TP
+from backend.cluster.settings import KafkaSettings
+from backend.contracts.overview import CycleStats, GroupRow, Overview
+from backend.observer.derive import unread_ranges
+from backend.observer.overview_collect import ClusterCollector, ClusterError, GroupReading
+from backend.observer.overview_model import OverviewModel
+
+log = logging.getLogger("groupscope.overview")
+
+Listener = Callable[[Overview], None]
+CYCLES_KEPT = 60
+
+
+class OverviewWatcher:
+    def __init__(self, settings: KafkaSettings, interval: float = 10.0, batch: int = 250,
+                 concurrency: int = 32, lag_time_budget_s: float = 3.0) -> None:
+        self.settings = settings
+        self.interval = interval
+        self.batch = batch
+        # seconds per cycle spent reading record timestamps (lag in seconds); the visible
+        # batch comes first, the reads are cached, so the rest fill in over a few cycles
+        self.lag_time_budget_s = lag_time_budget_s
+        self._times_deadline = 0.0
+        self.collector = ClusterCollector(settings, concurrency=concurrency)
+        self.model = OverviewModel()
+        self._listeners: list[Listener] = []
+        self._priority: tuple[str, ...] = ()
+        self._cycles: deque[CycleStats] = deque(maxlen=CYCLES_KEPT)
+        self._latest: Overview | None = None
+        self._latest_lock = threading.Lock()
+        self._cycle_lock = threading.Lock()  # one cycle at a time (thread + manual calls)
+        self._listed = 0
+        self._sampler = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+
+    # ---- readers ---------------------------------------------------------------------
+
+    def latest(self) -> Overview | None:
+        with self._latest_lock:
+            return self._latest
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def prioritise(self, groups: Iterable[str]) -> None:
+        """Refresh these groups first in every cycle (the rows a page shows)."""
+        self._priority = tuple(groups)
+
+    def wake(self) -> None:
+        """Start the next cycle now instead of at the end of the interval."""
+        self._wake.set()
+
+    # ---- one cycle -------------------------------------------------------------------
+
+    def refresh_once(self) -> Overview:
+        """List every group and refresh every row; returns the overview at the cycle's end."""
+        with self._cycle_lock:
+            overview = self._cycle()
+        for listener in list(self._listeners):
+            try:
+                listener(overview)
+            except Exception as exc:  # an alert sink must not stop the watcher
+                log.warning("overview listener failed: %s", error_text(exc))
+        return overview
+
+    def _cycle(self) -> Overview:
+        started = time.time()
+        t0 = time.perf_counter()
+        requests0 = self.collector.requests
+        refreshed = errors = 0
+        try:
+            listed = self.collector.list_groups()
+            self.collector.topics()
+        except ClusterError as exc:
+            return self._publish(error=str(exc))
+        except Exception as exc:  # a broken connection must not kill the loop
+            self.collector.failed()
+            return self._publish(error=error_text(exc))
+        self._listed = len(listed)
+        self.model.listed(listed)
+        self._publish()
+        self._times_deadline = time.monotonic() + self.lag_time_budget_s
+        ends_cycle: dict[TP, int] = {}
+        starts_cycle: dict[TP, int] = {}
+        for batch in self._batches([g.group for g in listed]):
+            if self._stop.is_set():  # stopping: the rows keep their last values
+                break
+            try:
+                readings = self.collector.read_groups(batch)
+                self._offsets_for(readings, ends_cycle, starts_cycle)
+            except Exception as exc:  # the rest of the rows keep their last values
+                self.collector.failed()
+                msg = str(exc) if isinstance(exc, ClusterError) else error_text(exc)
+                log.warning("overview batch failed: %s", msg)
+                errors += 1
+                break
+            times = self._oldest_unread(readings, ends_cycle, starts_cycle)
+            for r in readings:
+                row = self.model.update(r, ends_cycle, starts_cycle,
+                                        own=self.collector.is_own(r.group),
+                                        oldest_unread_ms=times.get(r.group))
+                refreshed += 1
+                errors += row.error is not None
+            self._publish()
+        stats = CycleStats(started_ms=int(started * 1000), seconds=time.perf_counter() - t0,
+                           requests=self.collector.requests - requests0,
+                           groups_refreshed=refreshed, errors=errors)
+        self._cycles.append(stats)
+        return self._publish()
+
+    def _batches(self, groups: list[str]) -> Iterable[list[str]]:
+        """Visible groups first, then never-described ones, then the stalest."""
+        present = set(groups)
+        first = [g for g in dict.fromkeys(self._priority) if g in present]
+        taken = set(first)
+
+        def staleness(g: str) -> tuple[int, str]:
+            row = self.model.row(g)
+            return (row.described_ms or 0) if row else 0, g
+
+        rest = sorted((g for g in groups if g not in taken), key=staleness)
+        for order in (first, rest):  # the visible rows alone first: they publish soonest
+            for i in range(0, len(order), self.batch):
+                yield order[i:i + self.batch]
+
+    def _offsets_for(self, readings: list[GroupReading], ends: dict[TP, int],
+                     starts: dict[TP, int]) -> None:
+        """Log ends and starts of every partition these groups read, once per cycle."""
+        topics = self.collector.topics()
+        wanted: set[TP] = set()
+        for r in readings:
+            if r.description is None:
+                continue
+            mentioned = set(r.committed)
+            for m in r.description.members:
+                mentioned.update(m.assignment)
+            for t, p in mentioned:
+                if p >= topics.get(t, 0):  # partitions added since the metadata was cached
+                    topics = self.collector.topics(refresh=True)
+                    break
+            wanted.update(tp for tp in mentioned if tp not in ends and tp[0] in topics)
+        if wanted:
+            e, s = self.collector.log_offsets(wanted)
+            ends.update(e)
+            starts.update(s)
+
+    def _oldest_unread(self, readings: list[GroupReading], ends: Mapping[TP, int],
+                       starts: Mapping[TP, int]) -> dict[str, dict[TP, int | None]]:
+        """group -> partition -> broker timestamp of its first unprocessed record (None: only
+        transaction markers left), as `Sampler.record_times` answers."""
+        wanted: dict[str, dict[TP, tuple[int, int]]] = {}
+        for r in readings:
+            if r.description is None:
+                continue
+            tps = set(r.committed).union(*(m.assignment for m in r.description.members))
+            ranges = unread_ranges(r.committed, ends, starts, (tp for tp in tps if tp in ends))
+            if ranges:
+                wanted[r.group] = ranges
+        if not wanted:
+            return {}
+        try:
+            return self._read_times(wanted)
+        except Exception as exc:  # needs READ on the topics; without it only seconds are lost
+            log.warning("record timestamps unavailable: %s", error_text(exc))
+            return {}
+
+    def _read_times(self, wanted: dict[str, dict[TP, tuple[int, int]]]
+                    ) -> dict[str, dict[TP, int | None]]:
+        sampler = self._record_reader(next(iter(wanted)))
+        # one pass per partition: groups at different commits on it share the read
+        per_tp: dict[TP, tuple[set[int], int]] = {}
+        for spans in wanted.values():
+            for tp, (start, end) in spans.items():
+                per_tp.setdefault(tp, (set(), end))[0].add(start)
+        budget = max(0.0, self._times_deadline - time.monotonic())  # 0: from the cache only
+        found = sampler.record_times_many(per_tp, budget_s=budget)
+        return {g: {tp: found[(tp, start)] for tp, (start, _end) in spans.items()
+                    if (tp, start) in found}
+                for g, spans in wanted.items()}
+
+    def _record_reader(self, group: str):
+        """One assign()-only reader per watcher; its group id must be one we may DESCRIBE."""
+        if self._sampler is None:
+            from backend.observer.sample import Sampler
+
+            self._sampler = Sampler(self.settings, group)
+        return self._sampler
+
+    def _publish(self, error: str | None = None) -> Overview:
+        overview = Overview(
+            taken_ms=int(time.time() * 1000), cluster=self.settings.bootstrap,
+            rows=self.model.rows(), listed=self._listed,
+            cycle=self._cycles[-1] if self._cycles else None, error=error,
+            history=tuple(self._cycles),
+            brokers=() if error else self.collector.brokers,
+            under_replicated=self.collector.under_replicated,
+            offline_partitions=self.collector.offline_partitions)
+        with self._latest_lock:
+            self._latest = overview
+        return overview
+
+    # ---- background loop -------------------------------------------------------------
+
+    def start(self) -> OverviewWatcher:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="overview", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                self.refresh_once()
+            except Exception as exc:  # never let an always-on watcher die silently
+                log.warning("overview cycle failed: %s", error_text(exc))
+            self._wake.wait(max(0.0, self.interval - (time.monotonic() - began)))
+            self._wake.clear()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the loop and release the clients; the watcher cannot be restarted."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        # a cycle stops between batches; one stuck in a request past `timeout` keeps its
+        # clients, which go with the process (the thread is a daemon)
+        if not self._cycle_lock.acquire(timeout=timeout):
+            log.warning("overview cycle still running after %.0f s; leaving it", timeout)
+            return
+        try:
+            if self._sampler is not None:
+                with contextlib.suppress(Exception):
+                    self._sampler.close()
+                self._sampler = None
+            self.collector.close()
+        finally:
+            self._cycle_lock.release()
+
+    def row(self, group: str) -> GroupRow | None:
+        latest = self.latest()
+        return latest.row(group) if latest else None
+
+    def __enter__(self) -> OverviewWatcher:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,122 @@
+"""The overview's per-group memory with plain values: lag, rate, catch-up, health, rebalances."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.cluster.groups import GroupDescription, GroupMember
+from backend.observer.overview_collect import GroupReading, Listed
+from backend.observer.overview_model import OverviewModel, catch_up_seconds, lag_rate
+
+T = "orders"
+
+
+def member(mid: str, *partitions: int) -> GroupMember:
+    return GroupMember(mid, f"client-{mid}", "/10.0.0.1", tuple((T, p) for p in partitions))
+
+
+def reading(ms: int, committed: dict[int, int], *members: GroupMember, state: str = "Stable",
+            group: str = "g") -> GroupReading:
+    desc = GroupDescription(group, state, "classic", "range", tuple(members))
+    return GroupReading(group, ms, desc, {(T, p): o for p, o in committed.items()})
+
+
+ENDS = {(T, 0): 100, (T, 1): 100}
+
+
+def test_lag_rate_is_the_slope_over_the_last_minute_and_none_without_span():
+    assert lag_rate([]) is None
+    assert lag_rate([(0, 10)]) is None
+    assert lag_rate([(0, 10), (500, 20)]) is None  # under a second
+    assert lag_rate([(0, 100), (10_000, 50), (20_000, 0)]) == pytest.approx(-5.0)
+    # points older than the span do not bend the slope
+    assert lag_rate([(0, 10_000), (100_000, 0), (110_000, 10)]) == pytest.approx(1.0)
+
+
+def test_catch_up_needs_a_shrinking_lag():
+    assert catch_up_seconds(0, None) == 0.0
+    assert catch_up_seconds(100, -5.0) == pytest.approx(20.0)
+    assert catch_up_seconds(100, 0.0) is None
+    assert catch_up_seconds(100, 3.0) is None
+    assert catch_up_seconds(None, -1.0) is None
+
+
+def test_listed_groups_are_pending_until_described_and_vanished_ones_forgotten():
+    model = OverviewModel()
+    model.listed([Listed("a", "Empty", "classic"), Listed("b", "Stable", "consumer")])
+    rows = model.rows()
+    assert [r.group for r in rows] == ["a", "b"]
+    assert all(r.pending and r.lag_messages is None for r in rows)
+    assert rows[1].protocol == "consumer"
+    model.update(reading(1000, {0: 90}, group="a", state="Empty"), ENDS, {}, own=False)
+    assert not model.row("a").pending
+    model.listed([Listed("a", "Empty", "classic")])
+    assert [r.group for r in model.rows()] == ["a"]
+
+
+def test_lag_counts_uncommitted_owned_partitions_from_the_log_start_and_clamps_below_it():
+    model = OverviewModel()
+    row = model.update(reading(1000, {0: 5}, member("m1", 0, 1)), ENDS,
+                       {(T, 0): 20, (T, 1): 40}, own=True)
+    by_p = {p.partition: p for p in row.partitions}
+    assert by_p[0].lag_messages == 80  # commit 5 is below the log start 20
+    assert by_p[1].committed is None and by_p[1].lag_messages == 60
+    assert row.lag_messages == 140 and row.members == 1 and row.own
+    assert by_p[0].owner == "client-m1"
+
+
+def test_markers_only_before_the_end_mean_caught_up_and_known_times_give_seconds():
+    model = OverviewModel()
+    row = model.update(reading(10_000, {0: 99, 1: 90}), ENDS, {}, own=False,
+                       oldest_unread_ms={(T, 0): None, (T, 1): 4_000})
+    by_p = {p.partition: p for p in row.partitions}
+    assert by_p[0].lag_messages == 0 and by_p[0].lag_seconds == 0.0
+    assert by_p[1].lag_messages == 10 and by_p[1].lag_seconds == pytest.approx(6.0)
+    assert row.max_lag_seconds == pytest.approx(6.0)
+
+
+def test_trend_rate_and_catch_up_follow_successive_readings():
+    model = OverviewModel()
+    for i, committed in enumerate((40, 50, 60, 70)):
+        row = model.update(reading(i * 10_000, {0: committed, 1: committed}, member("m", 0, 1)),
+                           ENDS, {}, own=False)
+    assert row.lag_trend == (120, 100, 80, 60)
+    assert row.lag_rate == pytest.approx(-2.0)
+    assert row.catch_up_seconds == pytest.approx(30.0)
+    assert not row.falling_behind
+
+
+def test_a_stuck_owned_partition_stalls_and_an_unowned_lagging_one_stops():
+    model = OverviewModel()
+    for i in range(5):
+        stalled = model.update(reading(i * 1000, {0: 50}, member("m", 0)), ENDS, {},
+                               own=False)
+        stopped = model.update(reading(i * 1000, {0: 50}, group="e", state="Empty"), ENDS, {},
+                               own=False)
+    assert stalled.health == "STALL"
+    assert stopped.health == "STOP"
+
+
+def test_a_failed_reading_is_err_and_keeps_its_line():
+    model = OverviewModel()
+    model.listed([Listed("g", "Stable", "classic")])
+    row = model.update(GroupReading("g", 1000, None, {}, "cannot describe: GROUP_AUTH"),
+                       ENDS, {}, own=False)
+    assert row.health == "ERR" and row.error == "cannot describe: GROUP_AUTH"
+    assert not row.pending
+
+
+def test_one_rebalance_per_episode_and_the_hour_window_forgets_old_ones():
+    model = OverviewModel()
+    m1, m2 = member("m1", 0, 1), member("m2")
+    model.update(reading(0, {}, m1), ENDS, {}, own=False)
+    model.update(reading(1000, {}, m1, m2, state="PreparingRebalance"), ENDS, {}, own=False)
+    model.update(reading(2000, {}, m1, m2, state="CompletingRebalance"), ENDS, {}, own=False)
+    row = model.update(reading(3000, {}, member("m1", 0), member("m2", 1)), ENDS, {},
+                       own=False)
+    assert row.rebalances_last_hour == 1 and row.last_rebalance_ms == 1000
+    # a change seen between two settled polls (the rebalance fell between them) counts too
+    row = model.update(reading(4000, {}, member("m1", 0, 1)), ENDS, {}, own=False)
+    assert row.rebalances_last_hour == 2 and row.last_rebalance_ms == 4000
+    row = model.update(reading(4000 + 3_600_001, {}, member("m1", 0, 1)), ENDS, {}, own=False)
+    assert row.rebalances_last_hour == 0 and row.last_rebalance_ms == 4000
