@@ -1,0 +1,352 @@
+"""Prometheus metrics of every consumer group, built from the overview at scrape time.
+
+A custom collector rather than Gauge objects: each scrape turns `watcher.latest()` into
+metric families, so a group that vanishes from the cluster vanishes from /metrics with no
+per-group series to remember and leak. The only state kept here is what Prometheus needs to
+be monotonic (rebalance and error counters), and it is forgotten with the group.
+
+Labels follow what people already graph for consumer lag (kafka_exporter, Burrow's
+exporters): `cluster`, `group`, `topic`, `partition`. Cardinality is bounded: at most
+`max_groups` groups are exported (the first by name, so the exported set does not churn
+between scrapes) and the dropped ones are counted; per-partition series only on request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import ConsumerGroupState
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from backend.cluster.groups import state_name
+from backend.contracts.overview import HEALTH_MEANING, HEALTH_WORST_FIRST, GroupRow, Overview
+from backend.exporter.options import DEFAULT_MAX_GROUPS
+from backend.observer.overview_model import REBALANCING
+
+PREFIX = "groupscope_"
+# every state Kafka names for a group, classic and consumer protocol, so the state set is the
+# same list for every group and a graph of one state is a stable series
+GROUP_STATES: tuple[str, ...] = tuple(sorted(
+    {state_name(s) for s in ConsumerGroupState} | REBALANCING))
+
+CLUSTER = ("cluster",)
+BROKER = ("cluster", "broker")
+GROUP = ("cluster", "group")
+GROUP_TOPIC = ("cluster", "group", "topic")
+GROUP_PARTITION = ("cluster", "group", "topic", "partition")
+TOPIC_PARTITION = ("cluster", "topic", "partition")
+
+_HEALTH_DOC = "; ".join(f"{h} = {HEALTH_MEANING[h]}" for h in HEALTH_WORST_FIRST)
+
+
+@dataclass
+class _GroupCount:
+    total: int
+    last_ms: int | None
+
+
+class RebalanceCounter:
+    """A monotonic rebalance count per group, derived from the overview's rows.
+
+    A row carries the rebalances of the last hour and the time of the newest; the hour count
+    falls as old ones age out, so it cannot be a counter itself. The overview model records
+    at most one rebalance per refresh of a group, and its listeners see every cycle, so a
+    newer `last_rebalance_ms` than the one counted means exactly one more rebalance. A group
+    seen for the first time starts at its last-hour count. Observing the same overview twice
+    (once as a listener, once at scrape time) adds nothing. Groups no longer listed are
+    forgotten: their counter restarts if they come back, which Prometheus reads as a reset.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: dict[str, _GroupCount] = {}
+        self._taken_ms = -1
+
+    def observe(self, overview: Overview) -> None:
+        with self._lock:
+            if overview.taken_ms < self._taken_ms:
+                return  # an older overview than one already counted
+            self._taken_ms = overview.taken_ms
+            seen: dict[str, _GroupCount] = {}
+            for row in overview.rows:
+                count = self._groups.get(row.group)
+                if count is None:
+                    count = _GroupCount(row.rebalances_last_hour, row.last_rebalance_ms)
+                elif row.last_rebalance_ms is not None and (
+                        count.last_ms is None or row.last_rebalance_ms > count.last_ms):
+                    count.total += 1
+                    count.last_ms = row.last_rebalance_ms
+                seen[row.group] = count
+            self._groups = seen
+
+    def total(self, group: str) -> int | None:
+        with self._lock:
+            count = self._groups.get(group)
+            return None if count is None else count.total
+
+
+class ErrorCounter:
+    """Collection errors, a monotonic count from the overview's cycles.
+
+    A completed cycle reports its errors (failed batches, groups that could not be
+    described) in `CycleStats`, kept in the overview's history; a cycle whose listing failed
+    publishes an overview with `error` set and no stats. Each cycle is counted once, by its
+    start time or the failed overview's time.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = 0
+        self._last_cycle_ms = -1
+        self._last_failure_ms = -1
+
+    def observe(self, overview: Overview) -> None:
+        with self._lock:
+            for cycle in overview.history:
+                if cycle.started_ms > self._last_cycle_ms:
+                    self.total += cycle.errors
+                    self._last_cycle_ms = cycle.started_ms
+            if overview.error is not None and overview.taken_ms > self._last_failure_ms:
+                self.total += 1
+                self._last_failure_ms = overview.taken_ms
+
+
+class OverviewCollector(Collector):
+    """Every group's metrics from the latest overview, computed when Prometheus scrapes.
+
+    `latest` is the watcher's `latest` (anything returning the newest Overview or None);
+    register `observe` as a watcher listener as well, so the counters see every cycle even
+    when scrapes are rarer than cycles.
+    """
+
+    def __init__(self, latest: Callable[[], Overview | None], per_partition: bool = False,
+                 max_groups: int = DEFAULT_MAX_GROUPS, cluster: str | None = None) -> None:
+        self.latest = latest
+        self.per_partition = per_partition
+        self.max_groups = max_groups
+        self.cluster = cluster
+        self.rebalances = RebalanceCounter()
+        self.errors = ErrorCounter()
+        self._dropped_lock = threading.Lock()
+        self._dropped_total = 0
+
+    def observe(self, overview: Overview) -> None:
+        """A watcher listener: count this cycle's rebalances and errors."""
+        self.rebalances.observe(overview)
+        self.errors.observe(overview)
+
+    def collect(self) -> Iterator[Metric]:
+        overview = self.latest()
+        if overview is not None:
+            self.observe(overview)
+        cluster = overview.cluster if overview is not None else (self.cluster or "")
+        rows = [r for r in overview.rows if not r.pending] if overview is not None else []
+        kept, dropped = rows[:self.max_groups], len(rows) - min(len(rows), self.max_groups)
+        with self._dropped_lock:
+            self._dropped_total += dropped
+            dropped_total = self._dropped_total
+        yield from self._group_families(cluster, kept)
+        if self.per_partition:
+            yield from self._partition_families(cluster, kept)
+        yield from self._own_families(cluster, overview, dropped_total)
+        if overview is not None and overview.brokers:
+            yield from self._broker_families(cluster, overview)
+
+    # ---- brokers -------------------------------------------------------------------------
+
+    def _broker_families(self, cluster: str, overview: Overview) -> Iterator[Metric]:
+        """Kafka's side, from the overview's cached metadata: a down broker is one its
+        partitions still name as a replica while the cluster no longer lists it."""
+        up = GaugeMetricFamily(
+            f"{PREFIX}broker_up",
+            "1 when the broker is in the cluster's metadata, 0 when partitions still name it "
+            "as a replica but it is not (down). From metadata cached up to 30 s.",
+            labels=BROKER)
+        leaders = GaugeMetricFamily(
+            f"{PREFIX}broker_leader_partitions", "Partitions (every topic) the broker leads.",
+            labels=BROKER)
+        for b in overview.brokers:
+            labels = [cluster, str(b.broker_id)]
+            up.add_metric(labels, 1 if b.up else 0)
+            leaders.add_metric(labels, b.leaders)
+        under = GaugeMetricFamily(
+            f"{PREFIX}under_replicated_partitions",
+            "Partitions (every topic) whose in-sync replicas are fewer than their replicas.",
+            labels=CLUSTER)
+        under.add_metric([cluster], overview.under_replicated)
+        offline = GaugeMetricFamily(
+            f"{PREFIX}offline_partitions", "Partitions (every topic) without a leader.",
+            labels=CLUSTER)
+        offline.add_metric([cluster], overview.offline_partitions)
+        yield from (up, leaders, under, offline)
+
+    # ---- per group ---------------------------------------------------------------------
+
+    def _group_families(self, cluster: str, rows: list[GroupRow]) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            f"{PREFIX}group_lag_messages",
+            "Messages the group has not consumed yet on a topic: the sum over its partitions "
+            "of log end offset minus committed offset (from the log start when nothing is "
+            "committed).", labels=GROUP_TOPIC)
+        lag_s = GaugeMetricFamily(
+            f"{PREFIX}group_max_lag_seconds",
+            "Age of the oldest record the group has not consumed yet on a topic, from the "
+            "broker's record timestamps; absent until it has been read.", labels=GROUP_TOPIC)
+        members = GaugeMetricFamily(
+            f"{PREFIX}group_members", "Members of the group (consumers that joined it).",
+            labels=GROUP)
+        health = StateSetMetricFamily(
+            f"{PREFIX}group_health",
+            f"The group's health, its worst partition's: {_HEALTH_DOC}.", labels=GROUP)
+        state = StateSetMetricFamily(
+            f"{PREFIX}group_state",
+            "The group's state as Kafka names it (Stable, Empty, PreparingRebalance, ...).",
+            labels=GROUP)
+        info = InfoMetricFamily(
+            f"{PREFIX}group",
+            "The group's rebalance protocol (classic or consumer) and assignor.", labels=GROUP)
+        rebalances = CounterMetricFamily(
+            f"{PREFIX}group_rebalances",
+            "Rebalances seen since the exporter started watching the group (plus those of the "
+            "hour before, from the watcher's memory): one per episode, entering a "
+            "rebalancing state or a change of members or assignment.", labels=GROUP)
+        generation = GaugeMetricFamily(
+            f"{PREFIX}group_generation",
+            "The group's generation (classic protocol) or group epoch (consumer protocol), "
+            "when the broker lets us read it.", labels=GROUP)
+        rate = GaugeMetricFamily(
+            f"{PREFIX}group_lag_rate_messages_per_second",
+            "How fast the group's total lag changes, msg/s, the slope over about the last "
+            "minute: above 0 it falls behind, below 0 it catches up.", labels=GROUP)
+        catch_up = GaugeMetricFamily(
+            f"{PREFIX}group_catch_up_seconds",
+            "Seconds until the group's lag reaches zero at the current rate; 0 with no lag, "
+            "absent when the lag is not shrinking.", labels=GROUP)
+        for row in rows:
+            g = [cluster, row.group]
+            health.add_metric(g, {h: h == row.health for h in HEALTH_WORST_FIRST})
+            if row.error is not None:  # not described: its other values would be guesses
+                continue
+            members.add_metric(g, row.members)
+            states = GROUP_STATES if row.state in GROUP_STATES else (*GROUP_STATES, row.state)
+            state.add_metric(g, {s: s == row.state for s in states})
+            info.add_metric(g, {"protocol": row.protocol, "assignor": row.assignor or ""})
+            total = self.rebalances.total(row.group)
+            rebalances.add_metric(g, row.rebalances_last_hour if total is None else total)
+            if row.generation is not None:
+                generation.add_metric(g, row.generation)
+            if row.lag_rate is not None:
+                rate.add_metric(g, row.lag_rate)
+            if row.catch_up_seconds is not None:
+                catch_up.add_metric(g, row.catch_up_seconds)
+            for topic, (messages, seconds) in _per_topic(row).items():
+                lag.add_metric([*g, topic], messages)
+                if seconds is not None:
+                    lag_s.add_metric([*g, topic], seconds)
+        yield from (lag, lag_s, members, health, state, info, rebalances, generation, rate,
+                    catch_up)
+
+    # ---- per partition (opt-in) --------------------------------------------------------
+
+    def _partition_families(self, cluster: str, rows: list[GroupRow]) -> Iterator[Metric]:
+        committed = GaugeMetricFamily(
+            f"{PREFIX}partition_committed_offset",
+            "The group's committed offset on a partition; absent when it has committed none.",
+            labels=GROUP_PARTITION)
+        lag = GaugeMetricFamily(
+            f"{PREFIX}partition_lag_messages",
+            "Messages the group has not consumed yet on a partition.", labels=GROUP_PARTITION)
+        lag_s = GaugeMetricFamily(
+            f"{PREFIX}partition_lag_seconds",
+            "Age of the oldest record the group has not consumed yet on a partition; absent "
+            "until it has been read.", labels=GROUP_PARTITION)
+        end = GaugeMetricFamily(
+            f"{PREFIX}partition_end_offset",
+            "A partition's log end offset (the next offset to be written), for every "
+            "partition an exported group reads.", labels=TOPIC_PARTITION)
+        ends: dict[tuple[str, int], int] = {}
+        for row in rows:
+            for p in row.partitions:
+                labels = [cluster, row.group, p.topic, str(p.partition)]
+                if p.committed is not None:
+                    committed.add_metric(labels, p.committed)
+                lag.add_metric(labels, p.lag_messages)
+                if p.lag_seconds is not None:
+                    lag_s.add_metric(labels, p.lag_seconds)
+                key = (p.topic, p.partition)
+                ends[key] = max(ends.get(key, p.end), p.end)  # groups read at other times
+        for (topic, partition), offset in sorted(ends.items()):
+            end.add_metric([cluster, topic, str(partition)], offset)
+        yield from (committed, end, lag, lag_s)
+
+    # ---- the exporter's own ------------------------------------------------------------
+
+    def _own_families(self, cluster: str, overview: Overview | None,
+                      dropped_total: int) -> Iterator[Metric]:
+        c = [cluster]
+        up = GaugeMetricFamily(
+            f"{PREFIX}exporter_cluster_up",
+            "1 when the last cycle could list the cluster's groups, 0 when it could not (or "
+            "before the first cycle).", labels=CLUSTER)
+        up.add_metric(c, 1 if overview is not None and overview.error is None
+                      and overview.cycle is not None else 0)
+        yield up
+        listed = GaugeMetricFamily(
+            f"{PREFIX}exporter_groups_listed", "Groups the last listing of the cluster returned.",
+            labels=CLUSTER)
+        described = GaugeMetricFamily(
+            f"{PREFIX}exporter_groups_described",
+            "Groups whose description and offsets have been read at least once.", labels=CLUSTER)
+        listed.add_metric(c, overview.listed if overview else 0)
+        described.add_metric(c, overview.described if overview else 0)
+        yield from (listed, described)
+        errors = CounterMetricFamily(
+            f"{PREFIX}exporter_collection_errors",
+            "Collection errors since the exporter started: failed listings, failed batches "
+            "and groups that could not be described.", labels=CLUSTER)
+        errors.add_metric(c, self.errors.total)
+        dropped = CounterMetricFamily(
+            f"{PREFIX}exporter_dropped_groups",
+            "Groups left out of scrapes by the --max-groups cap, summed over scrapes; "
+            "rising means some groups have no series: raise the cap.", labels=CLUSTER)
+        dropped.add_metric(c, dropped_total)
+        yield from (errors, dropped)
+        cycle = overview.cycle if overview is not None else None
+        if cycle is None:
+            return
+        duration = GaugeMetricFamily(
+            f"{PREFIX}exporter_cycle_duration_seconds",
+            "How long the last complete refresh cycle of every group took.", labels=CLUSTER)
+        duration.add_metric(c, cycle.seconds)
+        requests = GaugeMetricFamily(
+            f"{PREFIX}exporter_cycle_requests",
+            "Admin API requests the last complete cycle issued (list, describe batches, offset "
+            "fetches, log offsets, metadata).", labels=CLUSTER)
+        requests.add_metric(c, cycle.requests)
+        success = GaugeMetricFamily(
+            f"{PREFIX}exporter_last_success_timestamp_seconds",
+            "Unix time the last complete cycle (the listing worked, every batch was tried) "
+            "ended; alert on time() minus this.", labels=CLUSTER)
+        success.add_metric(c, cycle.started_ms / 1000.0 + cycle.seconds)
+        yield from (duration, requests, success)
+
+
+def _per_topic(row: GroupRow) -> dict[str, tuple[int, float | None]]:
+    """topic -> (lag in messages summed, oldest unconsumed record's age or None)."""
+    out: dict[str, tuple[int, float | None]] = {}
+    for p in row.partitions:
+        messages, seconds = out.get(p.topic, (0, None))
+        if p.lag_seconds is not None:
+            seconds = p.lag_seconds if seconds is None else max(seconds, p.lag_seconds)
+        out[p.topic] = (messages + p.lag_messages, seconds)
+    return out
+

@@ -1,0 +1,170 @@
+"""The always-on overview of one process: watcher, /metrics and alerts, started and stopped
+together.
+
+`groupscope exporter` and `groupscope watch --metrics-port/--alerts` both call `always_on`,
+so the order that keeps their promises is written once: every check that can fail on the
+user's input (the alerts file, the metrics port) runs before anything starts, the watcher is
+registered as the process's watcher (the dashboard's Groups page then reads that same one),
+and shutdown fits in the stop budget however stuck the cluster is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
+from backend.cli_common import UserError
+from backend.cluster.settings import KafkaSettings
+from backend.exporter.metrics import OverviewCollector
+from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
+from backend.exporter.shared import process_watcher, register_process_watcher
+from backend.netutil import PortBusyError
+from backend.proc import STOP_BUDGET_S
+
+if TYPE_CHECKING:
+    from backend.alerts import AlertService
+    from backend.observer.overview import OverviewWatcher
+
+log = logging.getLogger("groupscope.exporter")
+
+# of the stop budget: the watcher may be inside an admin request with a 15 s timeout, and
+# webhooks may be slow; neither may hold the process past STOP_WITHIN_S
+WATCHER_STOP_S = STOP_BUDGET_S * 0.4
+ALERTS_STOP_S = STOP_BUDGET_S * 0.3
+
+
+@dataclass(frozen=True)
+class AlwaysOn:
+    watcher: OverviewWatcher
+    collector: OverviewCollector
+    metrics_url: str | None  # None when no metrics port was asked for
+    alerts: AlertService | None
+    metrics_everywhere: bool = False  # served on every interface, not just the URL's
+
+    def describe(self) -> str:
+        """What is on, in one line safe to print (no secret, no webhook URL)."""
+        parts = []
+        if self.metrics_url:
+            parts.append(f"metrics at {self.metrics_url}"
+                         + (" (and on every interface)" if self.metrics_everywhere else ""))
+        if self.alerts is not None:
+            parts.append(self.alerts.describe())
+        return "; ".join(parts)
+
+
+@contextmanager
+def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
+              metrics_port: int | None = None, metrics_address: str = DEFAULT_ADDRESS,
+              alerts_file: str | None = None, per_partition: bool = False,
+              max_groups: int = DEFAULT_MAX_GROUPS,
+              interval: float = DEFAULT_INTERVAL_S) -> Iterator[AlwaysOn]:
+    """Run the overview watcher with its metrics server and alert service for the block.
+
+    Raises a one-line error (UserError, PortBusyError, ClusterUnreachable) before starting
+    anything when the alerts file is unusable, the cluster cannot be resolved or the port
+    cannot be had. `settings` may be a resolver (a reachability check, say): it is called
+    after the alerts file is read, so a typo there is reported before a slow cluster check.
+    Whatever was set up is undone in reverse order, on an error or an interrupt at any step
+    too; each stop is bounded (see `_bounded`).
+    """
+    from backend.observer.overview import OverviewWatcher
+
+    with contextlib.ExitStack() as undo:
+        alerts = _load_alerts(alerts_file) if alerts_file else None
+        if alerts is not None:
+            undo.callback(_bounded, lambda: alerts.close(timeout=ALERTS_STOP_S),
+                          ALERTS_STOP_S + 0.5, "alerts")
+        if callable(settings):
+            settings = settings()
+        watcher = OverviewWatcher(settings, interval=interval)
+        undo.callback(_bounded, lambda: watcher.stop(timeout=WATCHER_STOP_S), WATCHER_STOP_S,
+                      "overview watcher")
+        collector = OverviewCollector(watcher.latest, per_partition=per_partition,
+                                      max_groups=max_groups, cluster=settings.bootstrap)
+        url = None
+        if metrics_port is not None:
+            server = _serve_metrics(collector, metrics_address, metrics_port)
+            undo.callback(_close_server, server)
+            url = _url(metrics_address, server.server_port)
+        watcher.add_listener(collector.observe)
+        if alerts is not None:
+            watcher.add_listener(alerts)
+        register_process_watcher(watcher)
+        undo.callback(_unregister, watcher)
+        watcher.start()
+        yield AlwaysOn(watcher, collector, url, alerts,
+                       metrics_everywhere=metrics_address in _WILDCARDS)
+
+
+def _close_server(server: WSGIServer) -> None:
+    server.shutdown()  # returns once serve_forever's loop has ended (within its 0.5 s poll)
+    server.server_close()
+
+
+def _unregister(watcher: OverviewWatcher) -> None:
+    if process_watcher() is watcher:
+        register_process_watcher(None)
+
+
+def _load_alerts(path: str) -> AlertService:
+    from backend.alerts import load_alerts
+
+    try:
+        return load_alerts(path)
+    except UserError:
+        raise
+    except OSError as exc:
+        raise UserError(f"--alerts {path}: {exc.strerror or exc}") from None
+
+
+def _serve_metrics(collector: OverviewCollector, address: str, port: int) -> WSGIServer:
+    """prometheus_client's own WSGI server on a daemon thread, serving only this registry
+    (the collector and the process's CPU, memory and file descriptors)."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    try:
+        server, _thread = start_http_server(port, address, registry=registry)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortBusyError(address, port, "metrics server") from None
+        reason = exc.strerror or str(exc)
+        raise UserError(f"cannot serve metrics on {address} port {port}: {reason}; "
+                        f"check --metrics-address / --address") from None
+    return server
+
+
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _url(address: str, port: int) -> str:
+    host = "localhost" if address in ("127.0.0.1", "::1", *_WILDCARDS) else address
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/metrics"
+
+
+def _bounded(stop: Callable[[], object], seconds: float, what: str) -> None:
+    """Run `stop` for at most `seconds`: a watcher waiting on an unanswered admin request
+    holds its cycle lock until librdkafka times out, longer than the process may take to
+    exit. Past the bound the daemon thread is left to die with the process."""
+    def run() -> None:
+        try:
+            stop()
+        except Exception as exc:  # shutting down: report, never mask the exit
+            log.warning("stopping the %s failed: %s", what, exc)
+
+    thread = threading.Thread(target=run, name=f"stop-{what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        log.warning("the %s did not stop within %.0fs; exiting anyway", what, seconds)

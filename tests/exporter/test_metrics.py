@@ -1,0 +1,273 @@
+"""The exporter's collector from synthetic overviews: no broker, no HTTP, fast.
+
+Everything goes through prometheus_client: the collector's families are rendered with
+`generate_latest` and read back with the text parser, as Prometheus would see them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.contracts.overview import (
+    ERR,
+    HEALTH_WORST_FIRST,
+    STALL,
+    CycleStats,
+    GroupRow,
+    Overview,
+    PartitionLag,
+)
+from backend.exporter.metrics import GROUP_STATES, OverviewCollector
+
+CLUSTER = "127.0.0.1:9092"
+
+
+def scrape(collector: OverviewCollector) -> dict[tuple[str, tuple], float]:
+    """(sample name, sorted labels) -> value, parsed from the text exposition."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples, name: str, **labels) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def names(samples) -> set[str]:
+    return {name for name, _ in samples}
+
+
+def part(topic: str, p: int, committed: int | None, end: int, lag_s: float | None = None,
+         health: str = "OK") -> PartitionLag:
+    lag = end - (committed or 0)
+    return PartitionLag(topic=topic, partition=p, committed=committed, end=end,
+                        lag_messages=lag, lag_seconds=lag_s, health=health)
+
+
+def row(group: str, **kw) -> GroupRow:
+    base = dict(group=group, state="Stable", protocol="classic", assignor="range", members=2,
+                described_ms=1_000)
+    base.update(kw)
+    return GroupRow(**base)
+
+
+def overview(*rows: GroupRow, taken_ms: int = 10_000, cycles: tuple[CycleStats, ...] = (),
+             error: str | None = None, listed: int | None = None) -> Overview:
+    return Overview(taken_ms=taken_ms, cluster=CLUSTER, rows=tuple(rows),
+                    listed=len(rows) if listed is None else listed,
+                    cycle=cycles[-1] if cycles else None, error=error, history=cycles)
+
+
+class Latest:
+    """What the collector reads: stands in for the watcher's `latest`."""
+
+    def __init__(self, ov: Overview | None = None) -> None:
+        self.ov = ov
+
+    def __call__(self) -> Overview | None:
+        return self.ov
+
+
+def test_group_series_lag_per_topic_health_state_and_members():
+    billing = row("billing", members=3, generation=7, lag_rate=-5.0, catch_up_seconds=12.0,
+                  health=STALL, partitions=(
+                      part("orders", 0, 10, 25, lag_s=4.0, health=STALL),
+                      part("orders", 1, 30, 30, lag_s=0.0),
+                      part("refunds", 0, None, 8)))
+    samples = scrape(OverviewCollector(Latest(overview(billing))))
+    g = {"cluster": CLUSTER, "group": "billing"}
+    assert value(samples, "groupscope_group_lag_messages", **g, topic="orders") == 15
+    assert value(samples, "groupscope_group_lag_messages", **g, topic="refunds") == 8
+    assert value(samples, "groupscope_group_max_lag_seconds", **g, topic="orders") == 4.0
+    # no record time read for refunds yet: no series rather than a made-up 0
+    assert value(samples, "groupscope_group_max_lag_seconds", **g, topic="refunds") is None
+    assert value(samples, "groupscope_group_members", **g) == 3
+    assert value(samples, "groupscope_group_generation", **g) == 7
+    assert value(samples, "groupscope_group_lag_rate_messages_per_second", **g) == -5.0
+    assert value(samples, "groupscope_group_catch_up_seconds", **g) == 12.0
+    health = {h: value(samples, "groupscope_group_health", **g, groupscope_group_health=h)
+              for h in HEALTH_WORST_FIRST}
+    assert health == {h: float(h == STALL) for h in HEALTH_WORST_FIRST}
+    state = {s: value(samples, "groupscope_group_state", **g, groupscope_group_state=s)
+             for s in GROUP_STATES}
+    assert state == {s: float(s == "Stable") for s in GROUP_STATES}
+    assert value(samples, "groupscope_group_info", **g, protocol="classic",
+                 assignor="range") == 1
+    # per partition only when asked for
+    assert not any(n.startswith("groupscope_partition_") for n in names(samples))
+
+
+def test_unknown_values_and_pending_rows_make_no_series():
+    pending = GroupRow(group="new", state="Empty", protocol="classic")
+    bare = row("bare", members=0, partitions=(part("t", 0, 5, 5),))
+    samples = scrape(OverviewCollector(Latest(overview(pending, bare))))
+    groups = {dict(labels).get("group") for _, labels in samples}
+    assert "new" not in groups  # not described yet: nothing to say about it
+    g = {"cluster": CLUSTER, "group": "bare"}
+    assert value(samples, "groupscope_group_members", **g) == 0
+    for absent in ("groupscope_group_generation", "groupscope_group_lag_rate_messages_per_second",
+                   "groupscope_group_catch_up_seconds"):
+        assert value(samples, absent, **g) is None
+    assert value(samples, "groupscope_exporter_groups_listed", cluster=CLUSTER) == 2
+    assert value(samples, "groupscope_exporter_groups_described", cluster=CLUSTER) == 1
+
+
+def test_a_state_outside_the_list_is_still_shown():
+    samples = scrape(OverviewCollector(Latest(overview(row("g", state="NotReady")))))
+    g = {"cluster": CLUSTER, "group": "g"}
+    assert value(samples, "groupscope_group_state", **g, groupscope_group_state="NotReady") == 1
+    assert value(samples, "groupscope_group_state", **g, groupscope_group_state="Stable") == 0
+
+
+def test_err_group_is_health_err_without_lag_members_or_state():
+    bad = row("locked", health=ERR, error="GROUP_AUTHORIZATION_FAILED", members=0,
+              state="Empty")
+    samples = scrape(OverviewCollector(Latest(overview(bad))))
+    g = {"cluster": CLUSTER, "group": "locked"}
+    assert value(samples, "groupscope_group_health", **g, groupscope_group_health=ERR) == 1
+    assert value(samples, "groupscope_group_health", **g, groupscope_group_health="OK") == 0
+    for unknown in ("groupscope_group_lag_messages", "groupscope_group_members",
+                    "groupscope_group_state"):  # guesses would read as facts (0 members)
+        assert not [k for k in samples if k[0] == unknown], unknown
+
+
+def test_per_partition_series_and_end_offsets_shared_by_groups():
+    a = row("a", partitions=(part("t", 0, 3, 10, lag_s=2.5), part("t", 1, None, 4)))
+    b = row("b", partitions=(part("t", 0, 9, 12),))
+    samples = scrape(OverviewCollector(Latest(overview(a, b)), per_partition=True))
+    pa = {"cluster": CLUSTER, "group": "a", "topic": "t"}
+    assert value(samples, "groupscope_partition_committed_offset", **pa, partition="0") == 3
+    assert value(samples, "groupscope_partition_committed_offset", **pa, partition="1") is None
+    assert value(samples, "groupscope_partition_lag_messages", **pa, partition="0") == 7
+    assert value(samples, "groupscope_partition_lag_messages", **pa, partition="1") == 4
+    assert value(samples, "groupscope_partition_lag_seconds", **pa, partition="0") == 2.5
+    assert value(samples, "groupscope_partition_lag_seconds", **pa, partition="1") is None
+    # one end offset series per partition, whichever groups read it (the newest reading)
+    ends = {k: v for k, v in samples.items() if k[0] == "groupscope_partition_end_offset"}
+    assert ends == {
+        ("groupscope_partition_end_offset",
+         (("cluster", CLUSTER), ("partition", "0"), ("topic", "t"))): 12,
+        ("groupscope_partition_end_offset",
+         (("cluster", CLUSTER), ("partition", "1"), ("topic", "t"))): 4,
+    }
+
+
+def test_max_groups_caps_series_and_counts_the_dropped():
+    rows = [row(f"g{i:02d}", partitions=(part("t", 0, 0, i),)) for i in range(5)]
+    collector = OverviewCollector(Latest(overview(*rows)), max_groups=2)
+    samples = scrape(collector)
+    exported = {dict(labels)["group"] for name, labels in samples
+                if name == "groupscope_group_members"}
+    assert exported == {"g00", "g01"}  # the first by name: the set does not churn
+    assert value(samples, "groupscope_exporter_dropped_groups_total", cluster=CLUSTER) == 3
+    samples = scrape(collector)
+    assert value(samples, "groupscope_exporter_dropped_groups_total", cluster=CLUSTER) == 6
+
+
+def test_rebalances_total_is_monotonic_and_counts_each_rebalance_once():
+    latest = Latest()
+    collector = OverviewCollector(latest)
+    clock = iter(range(10_000, 1_000_000, 10_000))
+
+    def rebalances(**kw) -> float | None:
+        latest.ov = overview(row("g", **kw), taken_ms=next(clock))
+        return value(scrape(collector), "groupscope_group_rebalances_total",
+                     cluster=CLUSTER, group="g")
+
+    # first sight: the watcher already remembered 2 rebalances in the last hour
+    assert rebalances(rebalances_last_hour=2, last_rebalance_ms=500) == 2
+    # scraped again, nothing new: no double count
+    assert rebalances(rebalances_last_hour=2, last_rebalance_ms=500) == 2
+    # a new one
+    assert rebalances(rebalances_last_hour=3, last_rebalance_ms=4_000) == 3
+    # the same overview seen by the listener and then by a scrape: still one
+    collector.observe(latest.ov)
+    assert value(scrape(collector), "groupscope_group_rebalances_total",
+                 cluster=CLUSTER, group="g") == 3
+    # old ones age out of the hour: the hourly count falls, the counter does not
+    assert rebalances(rebalances_last_hour=1, last_rebalance_ms=4_000) == 3
+    assert rebalances(rebalances_last_hour=2, last_rebalance_ms=9_000) == 4
+
+
+def test_group_that_vanishes_leaves_no_series_and_no_memory():
+    latest = Latest(overview(row("gone", rebalances_last_hour=1, last_rebalance_ms=5),
+                             row("stays")))
+    collector = OverviewCollector(latest)
+    scrape(collector)
+    latest.ov = overview(row("stays"), taken_ms=20_000)
+    samples = scrape(collector)
+    assert "gone" not in {dict(labels).get("group") for _, labels in samples}
+    assert collector.rebalances.total("gone") is None
+
+
+def test_own_metrics_cycle_errors_and_last_success():
+    c1 = CycleStats(started_ms=1_000, seconds=0.5, requests=7, groups_refreshed=3, errors=1)
+    c2 = CycleStats(started_ms=11_000, seconds=1.25, requests=9, groups_refreshed=3, errors=2)
+    latest = Latest(overview(row("g"), cycles=(c1,), taken_ms=2_000))
+    collector = OverviewCollector(latest)
+    c = {"cluster": CLUSTER}
+    samples = scrape(collector)
+    assert value(samples, "groupscope_exporter_cycle_duration_seconds", **c) == 0.5
+    assert value(samples, "groupscope_exporter_cycle_requests", **c) == 7
+    assert value(samples, "groupscope_exporter_collection_errors_total", **c) == 1
+    assert value(samples, "groupscope_exporter_last_success_timestamp_seconds", **c) == 1.5
+    assert value(samples, "groupscope_exporter_cluster_up", **c) == 1
+    # scraped twice: the cycle's errors are not counted again
+    latest.ov = overview(row("g"), cycles=(c1, c2), taken_ms=13_000)
+    collector.observe(latest.ov)
+    samples = scrape(collector)
+    assert value(samples, "groupscope_exporter_collection_errors_total", **c) == 3
+    assert value(samples, "groupscope_exporter_last_success_timestamp_seconds", **c) == 12.25
+    # the listing fails: one more error, the cluster is down, last success stays
+    latest.ov = overview(row("g"), cycles=(c1, c2), taken_ms=20_000, error="unreachable")
+    samples = scrape(collector)
+    samples = scrape(collector)
+    assert value(samples, "groupscope_exporter_collection_errors_total", **c) == 4
+    assert value(samples, "groupscope_exporter_cluster_up", **c) == 0
+    assert value(samples, "groupscope_exporter_last_success_timestamp_seconds", **c) == 12.25
+
+
+def test_before_the_first_overview_only_the_exporters_own_series():
+    samples = scrape(OverviewCollector(Latest(None), cluster=CLUSTER))
+    assert value(samples, "groupscope_exporter_cluster_up", cluster=CLUSTER) == 0
+    assert not any(n.startswith("groupscope_group") for n in names(samples))
+
+
+@pytest.mark.parametrize("per_partition", [False, True])
+def test_every_family_has_help(per_partition):
+    rows = (row("g", generation=1, lag_rate=1.0, catch_up_seconds=None,
+                partitions=(part("t", 0, 1, 2, lag_s=1.0),)),)
+    c = CycleStats(started_ms=0, seconds=1.0, requests=1, groups_refreshed=1, errors=0)
+    collector = OverviewCollector(Latest(overview(*rows, cycles=(c,))),
+                                  per_partition=per_partition)
+    for family in collector.collect():
+        assert family.name.startswith("groupscope_")
+        assert len(family.documentation) > 20, family.name
+
+
+def test_broker_up_leaders_and_under_replicated_offline_partitions():
+    from dataclasses import replace
+
+    from backend.contracts import BrokerView
+
+    brokers = (BrokerView(1, "h:1", True, leaders=4), BrokerView(2, None, False, replicas=6,
+                                                                 out_of_sync=6),
+               BrokerView(3, "h:3", True, leaders=2))
+    ov = replace(overview(row("g")), brokers=brokers, under_replicated=6, offline_partitions=0)
+    samples = scrape(OverviewCollector(Latest(ov)))
+    assert [value(samples, "groupscope_broker_up", cluster=CLUSTER, broker=b)
+            for b in ("1", "2", "3")] == [1, 0, 1]
+    assert value(samples, "groupscope_broker_leader_partitions", cluster=CLUSTER,
+                 broker="1") == 4
+    assert value(samples, "groupscope_under_replicated_partitions", cluster=CLUSTER) == 6
+    assert value(samples, "groupscope_offline_partitions", cluster=CLUSTER) == 0
+    # no metadata read yet (or the cluster unreadable): no broker series at all
+    assert not any(n.startswith("groupscope_broker") for n in names(scrape(
+        OverviewCollector(Latest(overview(row("g")))))))

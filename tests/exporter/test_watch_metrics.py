@@ -1,0 +1,59 @@
+"""`groupscope watch --metrics-port`: /metrics is on from process start, with no browser.
+
+Streamlit runs a page's script only when a browser session opens, so a watcher the page
+started would never run here; the metrics prove the watcher was started by the command.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import urllib.request
+
+import psutil
+import pytest
+
+from backend.netutil import free_port, port_open, wait_until
+from backend.proc import STOP_WITHIN_S
+from tests.exporter.conftest import value, wait_exported
+from tests.exporter.test_exporter_live import produce_exactly, wait_serving
+from tests.observer.conftest import create_topic
+from tests.observer.seed import seed_groups
+
+
+@pytest.mark.timeout(120)
+def test_watch_serves_metrics_from_the_start_and_sigterm_leaves_nothing(
+        kafka, unique, groupscope, tmp_path, monkeypatch):
+    monkeypatch.setenv("GROUPSCOPE_DATA", str(tmp_path / "data"))
+    topic, group = f"wm-{unique}", f"wm-group-{unique}"
+    create_topic(kafka, topic, 2)
+    produce_exactly(kafka, topic, (6, 9))
+    seed_groups(kafka, {group: {(topic, 0): 1, (topic, 1): 9}})
+    web, metrics = free_port(), free_port()
+    cmd = groupscope("watch", "--bootstrap", kafka.bootstrap, "--port", str(web),
+                     "--metrics-port", str(metrics))
+    wait_serving(cmd, metrics)
+
+    s = wait_exported(metrics, 60, cluster=kafka.bootstrap, group=group, topic=topic)
+    assert value(s, "groupscope_group_lag_messages", cluster=kafka.bootstrap, group=group,
+                 topic=topic) == 5
+    assert value(s, "groupscope_exporter_cluster_up", cluster=kafka.bootstrap) == 1
+    out = cmd.stdout()
+    assert f"http://localhost:{web}" in out and f"http://localhost:{metrics}/metrics" in out
+
+    # the dashboard is served by the same process, never opened
+    def dashboard_up() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{web}/_stcore/health", timeout=5) as r:
+            return r.read() == b"ok"
+
+    wait_until(dashboard_up, timeout=60, interval=0.5, what="the dashboard's health check")
+    proc = psutil.Process(cmd.proc.pid)
+    family = [proc, *proc.children(recursive=True)]
+
+    started = time.monotonic()
+    cmd.proc.send_signal(signal.SIGTERM)
+    assert cmd.proc.wait(STOP_WITHIN_S + 5) == 0, cmd.stderr()
+    assert time.monotonic() - started < STOP_WITHIN_S
+    _, alive = psutil.wait_procs(family, timeout=5)
+    assert not alive
+    assert not port_open("127.0.0.1", web) and not port_open("127.0.0.1", metrics)
