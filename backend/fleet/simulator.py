@@ -95,6 +95,7 @@ def producer_config(settings: KafkaSettings, **overrides: object) -> dict[str, o
     conf: dict[str, object] = {
         "client.id": "groupscope-fleet",
         "enable.idempotence": True,
+        "acks": "all",  # what idempotence implies, written down: every in-sync copy
         "partitioner": "murmur2_random",
         "linger.ms": 20,
         "compression.type": "lz4",

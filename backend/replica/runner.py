@@ -37,11 +37,11 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import ensure_topics
+from backend.cluster.topics import TopicError, ensure_topics
 from backend.contracts import INPUT_TOPIC, EventType, dead_letter_topic, summaries_topic
 from backend.contracts.summary import Summary
-from backend.proc import StopSignals
-from backend.replica.batch import MicroBatch
+from backend.proc import StopSignals, seconds_since_start
+from backend.replica.batch import BatchSizing, MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
 from backend.replica.deadletter import DeadLetter
 from backend.replica.membership import GroupChoice, PauseBook, RateGate, Rebalancer
@@ -80,6 +80,7 @@ class Replica:
         self.state = StateStore(settings, summaries_topic(cfg.group), cfg.name)
         self.spark = SparkSummariser(cfg.spark_remote)
         self.batch = MicroBatch()
+        self.sizing = BatchSizing(cfg.batch_ms, cfg.batch_max)
         # Spark runs on this worker while the main thread keeps serving the group (see
         # `_summarise`); partitions revoked or lost meanwhile are voided for the batch in flight.
         self._spark_worker = ThreadPoolExecutor(1, thread_name_prefix="spark")
@@ -116,8 +117,10 @@ class Replica:
             **self.gate.consumer_properties(),
         })
         self.consumer = Consumer(conf)
+        # acks=all (idempotence implies it): a summary is durable once every in-sync copy
+        # has it, so a broker dying right after the commit loses nothing
         pconf: dict[str, Any] = {"client.id": f"{cfg.name}-state", "linger.ms": 5,
-                                 "enable.idempotence": True}
+                                 "enable.idempotence": True, "acks": "all"}
         if cfg.exactly_once:
             pconf["transactional.id"] = f"groupscope-{cfg.group}-{cfg.name}"
             pconf["transaction.timeout.ms"] = 10_000
@@ -143,15 +146,36 @@ class Replica:
             return self._run()
 
     def _run(self) -> int:
+        """Get ready on two threads, then join: Spark (importing pyspark, a session, the
+        first query: the longest part) warms up on the Spark worker while this thread makes
+        the topics, the Kafka clients and the restore's connections; the replica joins its
+        group only once both are done, so a member never holds partitions it cannot yet
+        process."""
         cfg = self.cfg
-        ensure_topics(self.settings, group=cfg.group, topic=cfg.topic)
-        self.telemetry.emit(EventType.STARTED, protocol=cfg.choice.protocol,
-                            assignor=cfg.choice.assignor, exactly_once=cfg.exactly_once,
-                            topic=cfg.topic, static=cfg.static, max_rate=cfg.max_rate)
-        self._warm_up()
+        warm = self._spark_worker.submit(self._warm_up)
+        try:
+            self._ensure_topics()
+            self.telemetry.emit(EventType.STARTED, protocol=cfg.choice.protocol,
+                                assignor=cfg.choice.assignor, exactly_once=cfg.exactly_once,
+                                topic=cfg.topic, static=cfg.static, max_rate=cfg.max_rate)
+            self._make_clients()
+            self.state.open()
+        except BaseException:
+            # the warm-up retries until stopped: stop it, or the process could not exit
+            self.stopping = True
+            self._spark_worker.shutdown(wait=False, cancel_futures=True)
+            raise
+        kafka_ready = seconds_since_start()
+        while not warm.done():
+            try:
+                warm.result(timeout=0.1)
+            except FutureTimeout:
+                continue
+        log.info("ready in %.2f s (Kafka clients %.2f s, Spark warm-up %.2f s); joining %s",
+                 seconds_since_start(), kafka_ready, warm.result(), cfg.group)
         if self.stopping:
+            self._close_clients()
             return self._stopped()
-        self._make_clients()
         assert self.consumer is not None
         self.consumer.subscribe([cfg.topic], on_assign=self.rebalancer.on_assign,
                                 on_revoke=self.rebalancer.on_revoke,
@@ -162,11 +186,32 @@ class Replica:
             self._drain_on_stop()
         finally:
             self._spark_worker.shutdown(wait=False, cancel_futures=True)
-            try:
-                self.consumer.close()  # leaves the group (the batch was drained above)
-            except KafkaException as exc:
-                log.warning("close: %s", exc)
+            self._close_clients()
         return self._stopped()
+
+    def _ensure_topics(self, patience_s: float = 60.0) -> None:
+        """The group's topics, asked again while the cluster cannot answer just now (a node
+        killed, a controller being elected) rather than failing the start of a replica."""
+        deadline = time.monotonic() + patience_s
+        delay = 0.5
+        while True:
+            try:
+                ensure_topics(self.settings, group=self.cfg.group, topic=self.cfg.topic)
+                return
+            except TopicError as exc:
+                if not exc.transient or self.stopping or time.monotonic() + delay > deadline:
+                    raise
+                log.warning("topics: %s; asking again in %.1f s", exc, delay)
+                self._sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _close_clients(self) -> None:
+        assert self.consumer is not None
+        try:
+            self.consumer.close()  # leaves the group (the batch was drained above)
+        except KafkaException as exc:
+            log.warning("close: %s", exc)
+        self.state.close()
 
     def _stopped(self) -> int:
         self.telemetry.emit(EventType.STOPPED, processed=self.processed,
@@ -174,16 +219,19 @@ class Replica:
         self.telemetry.flush()
         return 0
 
-    def _warm_up(self) -> None:
-        """A fresh engine's first query takes seconds: pay it before joining the group."""
+    def _warm_up(self) -> float:
+        """A fresh engine's first query takes seconds: pay it before joining the group.
+        Returns the seconds it took, retries included."""
+        start = time.monotonic()
         while not self.stopping:
             try:
                 self.spark.warm_up(typed=self.cfg.feed == "typed")
-                return
+                break
             except Exception as exc:
                 self._report_spark_error(exc)
                 self._sleep(self._backoff)
                 self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+        return time.monotonic() - start
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -193,17 +241,18 @@ class Replica:
     def _poll_once(self) -> None:
         assert self.consumer is not None
         now = time.monotonic()
-        cfg = self.cfg
-        room = max(1, cfg.batch_max - len(self.batch))
+        room = self.sizing.room(self.batch)
         wait = 0.2
-        if self.batch.started is not None and not self.pauses.backing_off:
-            wait = max(0.0, min(wait, self.batch.started + cfg.batch_ms / 1000.0 - now))
-        self._add(self._take(room, wait))
+        if not self.pauses.backing_off:
+            wait = self.sizing.wait_s(self.batch, now, wait)
+        msgs = self._take(room, wait)
+        self.sizing.took(len(msgs), room)
+        self._add(msgs)
         now = time.monotonic()
         if self.pauses.backing_off:
             if now >= self._retry_at:
                 self._try_batch()
-        elif self.batch.due(now, cfg.batch_ms, cfg.batch_max):
+        elif self.sizing.due(self.batch, now):
             self._try_batch()
         if now >= self._hb_at:
             self._heartbeat(now)
@@ -295,8 +344,8 @@ class Replica:
             try:
                 return future.result(timeout=0.05)
             except FutureTimeout:
-                room = max(1, self.cfg.batch_max - len(self.batch))
-                self._add(self._take(room, 0))
+                # not a backlog reading: a non-blocking consume returns what is queued
+                self._add(self._take(self.sizing.room(self.batch), 0))
 
     def _try_batch(self) -> None:
         if self._process_current():
@@ -391,6 +440,10 @@ class Replica:
             self.telemetry.emit(EventType.DEAD_LETTER, count=len(dead), total=self.dead_letters,
                                 reasons=reasons)
         self.last_batch_ms = (time.monotonic() - start) * 1000.0
+        if self.batches == 1:
+            log.info("first batch: %d records summarised and committed in %.0f ms, %.2f s "
+                     "after start", n, self.last_batch_ms, seconds_since_start())
+        self.sizing.processed(n)
         batch.__init__()  # type: ignore[misc]
         return True
 
@@ -460,7 +513,8 @@ class Replica:
         self.telemetry.emit(EventType.ASSIGNED, partitions=partitions, owned=owned,
                             restored=found, restore_ms=restore_ms,
                             incremental=self.cfg.choice.incremental)
-        log.info("assigned %s (owned %s, %d summaries restored)", partitions, owned, found)
+        log.info("assigned %s (owned %s, %d summaries restored in %.0f ms)",
+                 partitions, owned, found, restore_ms)
 
     def _revoked(self, partitions: list[int]) -> None:
         """Drop, don't process, the pending records of revoked partitions.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from backend.contracts import NUMERIC_FIELDS
 from backend.contracts.summary import WINDOW_MS, BatchPartial, FieldStats, WindowAgg
@@ -87,59 +88,137 @@ def reason_column(parsed: Any, key: Any, text: Any, now_ms: int | None = None) -
     return expr
 
 
-def aggregate(df: Any, last_seqs: dict[str, int]) -> Any:
+GROUP_KEYS = ("partition", "sid", "win", "reason", "bad_offset")
+# The warm-up batch (SparkSummariser.warm_up): enough rows for the engine's JIT to compile the
+# query's per-row code (a 1-row warm-up left a fresh engine's first 20 000-row batch at ~1.3 s,
+# 5 000 rows ~0.6 s); more rows only cost a replica joining a busy demo, whose engine is warm.
+WARM_UP_ROWS = 5_000
+
+
+def with_last_seqs(table: pa.Table, key: str, last_seqs: dict[str, int]) -> pa.Table:
+    """`table` plus `last_seq`: the last seq merged so far of each row's stream (-1 for one
+    not seen yet), looked up by the row's key column in Arrow, vectorised.
+
+    This is what tells a replayed record (seq <= last_seq) from a new one. It travels as a
+    column rather than as a map literal in the query: a literal of even 12 streams added
+    ~90 ms of the engine's CPU to every batch's planning, and grows with the streams.
+    """
+    keys = table.column(key)
+    names = list(last_seqs)
+    value_set = (pa.array([n.encode() for n in names], pa.binary())
+                 if pa.types.is_binary(keys.type) else pa.array(names, pa.string()))
+    found = pc.index_in(keys, value_set=value_set)
+    known = pc.take(pa.array(list(last_seqs.values()), pa.int64()), found)
+    return table.append_column("last_seq", pc.fill_null(known, -1))
+
+
+def seqs_unique(table: pa.Table) -> bool:
+    """Whether no stream holds a seq twice in this (typed) batch: one hash grouping in Arrow,
+    ~10 ms per 100 000 rows.
+
+    It decides which of two exact Spark plans summarises the batch (`aggregate`): with every
+    (stream, seq) once, the count of distinct new seqs is the count of new rows, and the
+    per-seq aggregation level, a third to nearly half of the engine's CPU per batch, has
+    nothing to do. Spark computes every figure of the summary either way."""
+    if table.num_rows == 0:
+        return True
+    return table.group_by(["stream_id", "seq"]).aggregate([]).num_rows == table.num_rows
+
+
+def aggregate(df: Any, validated: bool = False, unique: bool = False) -> Any:
     """Group validated rows per (partition, stream, window); invalid rows one by one.
 
-    `df` has columns partition, offset, reason, stream_id, seq, ts and the numeric fields.
-    `old` marks replays: seq <= the stream's last merged seq, passed in as a map literal.
+    `df` has columns partition, offset, reason, stream_id, seq, ts, the numeric fields and
+    last_seq (`with_last_seqs`): `old` marks replays, seq <= the stream's last merged seq.
+    `validated` (the typed feed): every row is good and `df` has no reason or offset column,
+    so each test of them is a constant the optimiser folds away. (Adding them as null
+    literal columns instead would be folded into the local relation, row by row, by an
+    interpreted projection: slower than shipping them.)
+    `unique` (`seqs_unique` said so): no stream repeats a seq in this batch, so distinct new
+    seqs are simply new rows and the per-seq level below is left out.
+
+    The plan is lean on purpose. A batch is a local relation of a few thousand to a few
+    hundred thousand rows, so it runs as one task (`coalesce(1)`): no shuffle, no exchange,
+    one stage. And no distinct aggregate: the count of distinct new seqs (which tells
+    duplicates within a batch from gaps) comes from a first aggregation per seq -- one row
+    per distinct seq, flagged new or old -- whose rows the second aggregation, per window,
+    simply sums; Spark would otherwise plan `count(DISTINCT)` as two extra aggregation
+    passes with a shuffle each. Exact for any input, duplicates and gaps included
+    (tests/replica and the chaos harness check it); bench/replica_batch.py measures it.
     """
     from pyspark.sql import functions as F
 
-    ok = F.col("reason").isNull()
-    if last_seqs:
-        pairs: list[Any] = []
-        for sid, seq in last_seqs.items():
-            pairs += [F.lit(sid), F.lit(int(seq))]
-        known = F.coalesce(F.element_at(F.create_map(*pairs), F.col("stream_id")), F.lit(-1))
-        old = F.col("seq") <= known
-    else:
-        old = F.lit(False)
-    df = df.select(
+    reason = F.lit(None).cast("string") if validated else F.col("reason")
+    offset = F.lit(None).cast("long") if validated else F.col("offset")
+    ok = reason.isNull()
+    old = F.col("seq") <= F.col("last_seq")
+    df = df.coalesce(1).select(
         "partition",
         F.when(ok, F.col("stream_id")).alias("sid"),
         F.when(ok, F.floor(F.col("ts") / WINDOW_MS) * WINDOW_MS).cast("long").alias("win"),
-        "reason",
-        F.when(~ok, F.col("offset")).alias("bad_offset"),
+        reason.alias("reason"),
+        F.when(~ok, offset).alias("bad_offset"),
         F.when(ok & old, 1).otherwise(0).alias("is_old"),
-        F.when(ok & ~old, F.col("seq")).alias("new_seq"),
+        F.when(ok & ~old, 1).otherwise(0).alias("is_new"),
         "seq", "ts", *NUMERIC_FIELDS,
     )
-    aggs = [
+    # Per field: sum, sum of squares, min, max. No count per field: a valid row has every
+    # field (a missing or null one is a reason), so each field's count is the row count `n`.
+    def field_stats(rows_level: bool) -> list[Any]:
+        out: list[Any] = []
+        for f in NUMERIC_FIELDS:
+            if rows_level:  # aggregating input rows
+                out += [F.sum(f).alias(f"s_{f}"), F.sum(F.col(f) * F.col(f)).alias(f"q_{f}"),
+                        F.min(f).alias(f"lo_{f}"), F.max(f).alias(f"hi_{f}")]
+            else:  # aggregating the per-seq level's partial rows
+                out += [F.sum(f"s_{f}").alias(f"s_{f}"), F.sum(f"q_{f}").alias(f"q_{f}"),
+                        F.min(f"lo_{f}").alias(f"lo_{f}"), F.max(f"hi_{f}").alias(f"hi_{f}")]
+        return out
+
+    seq_range = [F.min("seq").alias("min_seq"), F.max("seq").alias("max_seq")]
+    if unique:  # one level: every seq once, so the distinct new seqs are the new rows
+        return df.groupBy(*GROUP_KEYS).agg(
+            F.count(F.lit(1)).alias("n"), F.sum("is_old").alias("old"),
+            F.sum("is_new").alias("new_distinct"), *seq_range,
+            F.min("ts").alias("min_ts"), F.max("ts").alias("max_ts"), *field_stats(True))
+    per_seq = df.groupBy(*GROUP_KEYS, "seq").agg(
         F.count(F.lit(1)).alias("n"), F.sum("is_old").alias("old"),
-        F.count_distinct("new_seq").alias("new_distinct"),
-        F.min("seq").alias("min_seq"), F.max("seq").alias("max_seq"),
-        F.min("ts").alias("min_ts"), F.max("ts").alias("max_ts"),
-    ]
-    for f in NUMERIC_FIELDS:
-        aggs += [F.count(f).alias(f"c_{f}"), F.sum(f).alias(f"s_{f}"),
-                 F.sum(F.col(f) * F.col(f)).alias(f"q_{f}"),
-                 F.min(f).alias(f"lo_{f}"), F.max(f).alias(f"hi_{f}")]
-    return df.groupBy("partition", "sid", "win", "reason", "bad_offset").agg(*aggs)
+        F.max("is_new").alias("new"),  # a seq is new or old as a whole
+        F.min("ts").alias("min_ts"), F.max("ts").alias("max_ts"), *field_stats(True))
+    return per_seq.groupBy(*GROUP_KEYS).agg(
+        F.sum("n").alias("n"), F.sum("old").alias("old"), F.sum("new").alias("new_distinct"),
+        *seq_range, F.min("min_ts").alias("min_ts"), F.max("max_ts").alias("max_ts"),
+        *field_stats(False))
+
+
+def batch_frame(session: Any, table: pa.Table, last_seqs: dict[str, int], typed: bool) -> Any:
+    """The batch as the DataFrame `aggregate` reads, for either feed.
+
+    The typed feed has no bad record left by now, so it ships without `reason` and `offset`
+    (which only a bad record's row needs): aggregate it with `validated=True`."""
+    if not typed:
+        return raw_frame(session, with_last_seqs(table, "key", last_seqs))
+    slim = table.drop_columns(["reason", "offset"])
+    return session.createDataFrame(with_last_seqs(slim, "stream_id", last_seqs))
 
 
 def raw_frame(session: Any, table: pa.Table, now_ms: int | None = None) -> Any:
-    """Arrow (value, key, partition, offset) -> parsed columns + reason, all inside Spark."""
+    """Arrow (value, key, partition, offset[, last_seq]) -> parsed columns + reason, all
+    inside Spark."""
     from pyspark.sql import functions as F
 
     df = session.createDataFrame(table)
     key = F.col("key").cast("string")
     text = F.col("value").cast("string")
     parsed = F.from_json(text, _json_schema())
-    df = df.select("partition", "offset", key.alias("key"), text.alias("text"), parsed.alias("p"))
+    carried = ["last_seq"] if "last_seq" in table.column_names else []
+    df = df.select("partition", "offset", key.alias("key"), text.alias("text"), parsed.alias("p"),
+                   *carried)
     reason = reason_column(F.col("p"), F.col("key"), F.col("text"), now_ms)
     return df.select(
         "partition", "offset", reason.alias("reason"),
         *[F.col("p")[c].alias(c) for c in ("stream_id", "seq", "ts", *NUMERIC_FIELDS)],
+        *carried,
     )
 
 
@@ -151,7 +230,7 @@ def fold(rows: list[Any]) -> BatchResult:
             result.bad.append((int(r["partition"]), int(r["bad_offset"]), str(r["reason"])))
             continue
         fields = {
-            f: FieldStats(count=int(r[f"c_{f}"]), sum=float(r[f"s_{f}"] or 0.0),
+            f: FieldStats(count=int(r["n"]), sum=float(r[f"s_{f}"] or 0.0),
                           sumsq=float(r[f"q_{f}"] or 0.0), min=r[f"lo_{f}"], max=r[f"hi_{f}"])
             for f in NUMERIC_FIELDS
         }
@@ -206,13 +285,16 @@ class SparkSummariser:
             self._session = session
         return self._session
 
-    def warm_up(self, typed: bool = False) -> None:
-        """First query of a fresh session is slow; pay it before joining the group."""
+    def warm_up(self, typed: bool = False, rows: int = WARM_UP_ROWS) -> None:
+        """Pay a fresh session's first-query cost before joining the group, with the very
+        query a batch runs, over enough rows (WARM_UP_ROWS) that the engine's JIT compiles
+        its per-row code too."""
         from backend.replica.batch import MicroBatch
 
         batch = MicroBatch()
-        batch.add(0, 0, b"w", b'{"stream_id":"w","seq":0,"ts":0,"speed_kmh":0,"rpm":0,'
-                              b'"gear":0,"engine_temp_c":0,"lat":0,"lon":0}')
+        for seq in range(rows):
+            batch.add(0, seq, b"w", b'{"stream_id":"w","seq":%d,"ts":0,"speed_kmh":0,"rpm":0,'
+                                    b'"gear":0,"engine_temp_c":0,"lat":0,"lon":0}' % seq)
         table = batch.to_typed_arrow()[0] if typed else batch.to_arrow()
         self.summarise(table, {"w": -1}, typed=typed)
 
@@ -221,9 +303,9 @@ class SparkSummariser:
         """`typed`: the table already has parsed columns (MicroBatch.to_typed_arrow)."""
         start = time.monotonic()
         try:
-            session = self.session()
-            df = session.createDataFrame(table) if typed else raw_frame(session, table)
-            rows = aggregate(df, last_seqs).collect()
+            frame = batch_frame(self.session(), table, last_seqs, typed)
+            unique = typed and seqs_unique(table)  # the raw feed's seqs are parsed in Spark
+            rows = aggregate(frame, validated=typed, unique=unique).collect()
         except Exception:
             self.reset()
             raise

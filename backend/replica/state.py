@@ -13,7 +13,13 @@ import uuid
 from collections.abc import Iterable
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from backend.cluster.settings import KafkaSettings
 from backend.contracts.summary import Summary
@@ -25,6 +31,11 @@ class RestoreTimeout(RuntimeError):
     pass
 
 
+# errors a consumer reports while a broker is away, which it recovers from by itself
+_PASSING = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+            KafkaError._DESTROY_BROKER)
+
+
 class StateStore:
     """In-memory summaries of the streams in the owned partitions."""
 
@@ -33,6 +44,49 @@ class StateStore:
         self.changelog = changelog
         self.replica = replica
         self.summaries: dict[str, Summary] = {}
+        self._probe: Consumer | None = None
+        self._reader: Consumer | None = None
+
+    def open(self) -> None:
+        """Make the restore's two clients now, before the replica joins its group, so the
+        first assignment reads the changelog on connections already made (a client made
+        inside the callback spent about a second on bootstrap and metadata alone)."""
+        base = {
+            "group.id": f"groupscope-restore-{uuid.uuid4().hex[:8]}",
+            "client.id": f"{self.replica}-restore", "enable.auto.commit": False,
+        }
+        # The true end (high watermark) comes from a read_uncommitted query: a read_committed
+        # one answers with the last stable offset, which lags a just-committed transaction
+        # until its markers are written, and restoring only to there would lose a batch.
+        self._probe = Consumer(self.settings.client_config(**base, **{
+            "isolation.level": "read_uncommitted"}))
+        self._reader = Consumer(self.settings.client_config(**base, **{
+            "enable.partition.eof": True, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest"}))
+        # a metadata request each: connected, and the changelog's leaders known
+        for client in (self._probe, self._reader):
+            client.list_topics(self.changelog, timeout=10.0)
+
+    def _watermarks(self, probe: Consumer, partition: int, deadline: float) -> tuple[int, int]:
+        """A changelog partition's (low, high) watermarks, asked again while its leader is
+        away (a broker killed, its leadership moving), until the restore's deadline."""
+        while True:
+            try:
+                return probe.get_watermark_offsets(TopicPartition(self.changelog, partition),
+                                                   timeout=10.0)
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise RestoreTimeout(f"changelog {self.changelog} partition {partition}: "
+                                         f"no watermarks before the deadline ({exc})") from None
+                log.warning("changelog %s[%d] watermarks: %s; asking again", self.changelog,
+                            partition, exc)
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        for client in (self._probe, self._reader):
+            if client is not None:
+                client.close()
+        self._probe = self._reader = None
 
     def streams_in(self, partitions: Iterable[int]) -> list[str]:
         wanted = set(partitions)
@@ -56,39 +110,29 @@ class StateStore:
         parts = sorted(set(partitions))
         if not parts:
             return 0
-        base = {
-            "group.id": f"groupscope-restore-{uuid.uuid4().hex[:8]}",
-            "client.id": f"{self.replica}-restore", "enable.auto.commit": False,
-        }
-        # The true end (high watermark) comes from a read_uncommitted query: a read_committed
-        # one answers with the last stable offset, which lags a just-committed transaction
-        # until its markers are written, and restoring only to there would lose a batch.
-        probe = Consumer(self.settings.client_config(**base, **{
-            "isolation.level": "read_uncommitted"}))
-        try:
-            targets: dict[int, int] = {}
-            for p in parts:
-                low, high = probe.get_watermark_offsets(
-                    TopicPartition(self.changelog, p), timeout=10.0)
-                if high > low:
-                    targets[p] = high
-        finally:
-            probe.close()
-        consumer = Consumer(self.settings.client_config(**base, **{
-            "enable.partition.eof": True, "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest"}))
+        if self._probe is None or self._reader is None:
+            self.open()
+        probe, consumer = self._probe, self._reader
+        assert probe is not None and consumer is not None
+        deadline = time.monotonic() + timeout
+        targets: dict[int, int] = {}
+        for p in parts:
+            low, high = self._watermarks(probe, p, deadline)
+            if high > low:
+                targets[p] = high
         found: set[str] = set()
+        if not targets:
+            return 0
         try:
-            if not targets:
-                return 0
             consumer.assign([TopicPartition(self.changelog, p, OFFSET_BEGINNING) for p in targets])
-            deadline = time.monotonic() + timeout
             while targets:
                 if time.monotonic() > deadline:
                     raise RestoreTimeout(
                         f"changelog {self.changelog} partitions {sorted(targets)} not read to "
                         f"their end within {timeout:.0f}s")
-                for msg in consumer.consume(500, 0.5):
+                # consume() waits out its timeout unless the count fills: keep it short, a
+                # restore of a few summaries would otherwise wait the whole of it
+                for msg in consumer.consume(500, 0.05):
                     err = msg.error()
                     p = msg.partition()
                     if err is not None:
@@ -96,6 +140,9 @@ class StateStore:
                             if p in targets and msg.offset() >= targets[p]:
                                 del targets[p]
                             continue
+                        if err.retriable() or err.code() in _PASSING:
+                            log.warning("changelog restore: %s (the client retries)", err)
+                            continue  # a node away; the deadline bounds the wait
                         raise RuntimeError(f"changelog restore failed: {err}")
                     if msg.value() is None:  # tombstone
                         self.summaries.pop(msg.key().decode(), None)
@@ -106,5 +153,5 @@ class StateStore:
                     if p in targets and msg.offset() + 1 >= targets[p]:
                         del targets[p]
         finally:
-            consumer.close()
+            consumer.unassign()
         return len(found)

@@ -22,6 +22,7 @@ class Telemetry:
         self.group = group
         self.replica = replica
         self.topic = events_topic(group)
+        # acks=1: events are best-effort telemetry, never state; a leader's ack is enough
         self._producer = Producer(settings.client_config(**{
             "client.id": f"{replica}-events", "linger.ms": 20, "acks": "1",
         }))

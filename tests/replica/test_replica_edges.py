@@ -15,11 +15,29 @@ from tests.replica.harness import ContractProducer, CuttableProxy, read_summarie
 from tests.security.bad_input import malformed
 
 
+def _exact(summary: dict | None, produced: int) -> bool:
+    return (summary is not None and summary["count"] == produced
+            and summary["last_seq"] + 1 == produced and summary["gaps"] == 0)
+
+
 def _summaries_match(kafka, group, produced):
     summaries = read_summaries(kafka, group)
-    ok = all(s in summaries and summaries[s]["count"] == n and summaries[s]["last_seq"] + 1 == n
-             and summaries[s]["gaps"] == 0 for s, n in produced.items())
+    ok = all(_exact(summaries.get(s), n) for s, n in produced.items())
     return summaries if ok else None
+
+
+def _wait_exact(fleet, kafka, group, produced, timeout: float, what: str) -> None:
+    """Wait until every stream's summary is exact; a timeout names the streams that are not,
+    with what each summary says, so lost, doubled and merely late can be told apart."""
+    try:
+        fleet.wait(lambda: _summaries_match(kafka, group, produced), timeout, what)
+    except TimeoutError as exc:
+        summaries = read_summaries(kafka, group)
+        off = {s: (n, {k: summaries[s].get(k) for k in ("count", "last_seq", "gaps",
+                                                          "duplicates")}
+                   if s in summaries else None)
+               for s, n in produced.items() if not _exact(summaries.get(s), n)}
+        raise TimeoutError(f"{exc}; streams off (produced, summary): {off}") from None
 
 
 @pytest.mark.timeout(400)
@@ -124,7 +142,7 @@ def test_spark_unreachable_keeps_membership_and_loses_nothing(kafka, layout, eve
     finally:
         produced = producer.stop()
     try:
-        fleet.wait(lambda: _summaries_match(kafka, group, produced), 90, "no loss, no duplicates")
+        _wait_exact(fleet, kafka, group, produced, 90, "no loss, no duplicates")
         assert not events.of("revoked", "r1") and not events.of("lost", "r1")
     finally:
         fleet.close()
@@ -164,5 +182,4 @@ def test_frozen_member_loses_its_partitions_and_counts_stay_exact(kafka, layout,
         assert events.of("lost", "r1", since=frozen_at), "expected on_lost, got a revoke"
     finally:
         produced = producer.stop()
-    fleet.wait(lambda: _summaries_match(kafka, group, produced), 90,
-               "exact counts after the zombie")
+    _wait_exact(fleet, kafka, group, produced, 90, "exact counts after the zombie")

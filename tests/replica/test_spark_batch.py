@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import orjson
@@ -81,6 +82,95 @@ def test_batch_aggregates_and_rejects_in_spark(summariser, typed):
     s.merge_batch(one)
     assert s.count == 26 and s.last_seq == 19 and s.duplicates == 6 and s.gaps == 0
     assert s.complete
+
+
+def test_the_batch_query_is_one_stage_without_a_shuffle_or_a_distinct_aggregate(summariser):
+    """The lean plan: a batch runs as one task; distinct seqs come from a per-seq level."""
+    from backend.replica.spark_summary import aggregate, batch_frame
+
+    b = MicroBatch()
+    for seq in range(50):
+        b.add(seq % 3, seq, b"car-01", message("car-01", seq))
+    table, _ = b.to_typed_arrow()
+    df = aggregate(batch_frame(summariser.session(), table, {"car-01": 10}, typed=True),
+                   validated=True)
+    plan = df._explain_string(mode="formatted")
+    assert "HashAggregate" in plan  # the plan was read at all
+    for removed in ("Exchange", "Expand", "count(distinct", "merge_count(distinct"):
+        assert removed.lower() not in plan.lower(), f"{removed} in the batch plan:\n{plan}"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_duplicates_gaps_and_replays_are_counted_exactly(summariser, seed):
+    """Random seqs per stream -- repeated, skipped, below the last merged one -- against a
+    plain Python count of the same rows."""
+    import random
+
+    from backend.contracts.summary import WINDOW_MS
+
+    rng = random.Random(seed)
+    b = MicroBatch()
+    rows: list[tuple[str, int, int]] = []
+    last = {"car-01": 30, "car-02": -1, "car-03": 5}
+    for offset in range(3_000):
+        sid = rng.choice(sorted(last))
+        seq = rng.randrange(0, 120)
+        ts = 1_700_000_000_000 + seq * 250  # a repeated seq carries its original time
+        value = orjson.loads(message(sid, seq))
+        value["ts"] = ts
+        b.add(0, offset, sid.encode(), orjson.dumps(value))
+        rows.append((sid, seq, ts))
+    table, _ = b.to_typed_arrow()
+    result = summariser.summarise(table, last, typed=True)
+    for sid, known in last.items():
+        mine = [(seq, ts) for s, seq, ts in rows if s == sid]
+        part = result.partials[(0, sid)]
+        assert part.count == len(mine)
+        assert part.old == sum(1 for seq, _ in mine if seq <= known)
+        assert part.new_distinct == len({seq for seq, _ in mine if seq > known})
+        assert (part.min_seq, part.max_seq) == (min(s for s, _ in mine), max(s for s, _ in mine))
+        windows = {ts // WINDOW_MS * WINDOW_MS for _, ts in mine}
+        assert set(part.windows) == windows
+        assert sum(w.count for w in part.windows.values()) == len(mine)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_batch_without_repeated_seqs_gets_the_same_numbers_from_one_level(summariser, seed):
+    """Seqs skipped and below the last merged one, but none twice: the one-level plan the
+    replica then takes gives exactly what the per-seq plan gives."""
+    import random
+
+    from backend.replica.spark_summary import aggregate, batch_frame, fold, seqs_unique
+
+    rng = random.Random(seed)
+    last = {"car-01": 30, "car-02": -1, "car-03": 5}
+    b = MicroBatch()
+    for offset, (sid, seq) in enumerate(rng.sample(
+            [(sid, seq) for sid in sorted(last) for seq in range(120)], 250)):
+        b.add(offset % 3, offset, sid.encode(), message(sid, seq))
+    table, _ = b.to_typed_arrow()
+    assert seqs_unique(table)
+    frame = batch_frame(summariser.session(), table, last, typed=True)
+    one = fold(aggregate(frame, validated=True, unique=True).collect())
+    two = fold(aggregate(frame, validated=True, unique=False).collect())
+    assert one.partials == two.partials and one.partials
+    def aggregations(df) -> int:  # "(5) HashAggregate" heads each node's details
+        return len(re.findall(r"^\(\d+\) HashAggregate", df._explain_string(mode="formatted"),
+                              re.M))
+
+    assert aggregations(aggregate(frame, validated=True, unique=True)) == 2  # partial + final
+    assert aggregations(aggregate(frame, validated=True, unique=False)) == 4
+
+
+def test_a_repeated_seq_is_seen_before_the_plan_is_chosen():
+    from backend.replica.spark_summary import seqs_unique
+
+    b = MicroBatch()
+    for offset, (sid, seq) in enumerate([("car-01", 1), ("car-02", 1), ("car-01", 2)]):
+        b.add(0, offset, sid.encode(), message(sid, seq))
+    assert seqs_unique(b.to_typed_arrow()[0])
+    b.add(0, 3, b"car-02", message("car-02", 1))
+    assert not seqs_unique(b.to_typed_arrow()[0])
 
 
 @pytest.mark.parametrize("args", [

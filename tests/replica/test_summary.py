@@ -8,7 +8,7 @@ import pytest
 
 from backend.contracts import MAX_MESSAGE_BYTES
 from backend.contracts.summary import RING_SIZE, BatchPartial, FieldStats, Summary, WindowAgg
-from backend.replica.batch import MicroBatch
+from backend.replica.batch import BACKLOG_GROWTH, CAUGHT_UP_MS, BatchSizing, MicroBatch
 from backend.replica.deadletter import (
     REASON_NO_KEY,
     REASON_NULL_VALUE,
@@ -154,10 +154,38 @@ def test_micro_batch_split_and_due():
     assert out.partitions == [1, 1] and len(out.dead) == 1 and out.next_offsets == {1: 201}
     assert b.partitions == [0, 2, 0, 2] and 1 not in b.next_offsets
     assert b.to_arrow().num_rows == 4
-    assert b.due(b.started + 2.0, batch_ms=1000, batch_max=100)
-    assert not b.due(b.started, batch_ms=1000, batch_max=100)
-    assert b.due(b.started, batch_ms=1000, batch_max=4)
-    assert not MicroBatch().due(1e9, 1, 1)
+    sizing = BatchSizing(batch_ms=1000, batch_max=100)
+    assert sizing.due(b, b.started + 2.0)
+    assert not sizing.due(b, b.started)
+    assert BatchSizing(batch_ms=1000, batch_max=4).due(b, b.started)
+    assert not sizing.due(MicroBatch(), 1e9)
+
+
+def test_batches_grow_with_the_backlog_and_come_soon_once_caught_up():
+    b = MicroBatch()
+    for i in range(10):
+        b.add(0, i, b"car-01", b"{}")
+    sizing = BatchSizing(batch_ms=1000, batch_max=100)
+    assert sizing.room(b) == 90
+    # a backlog: the batch waits for size (or batch_ms), however young
+    sizing.took(90, 90)
+    assert not sizing.due(b, b.started + 0.5)
+    assert sizing.wait_s(b, b.started + 0.5, 0.2) == 0.2
+    # full batches while the backlog lasts double the cap, up to BACKLOG_GROWTH times
+    for expected in (200, 400, min(800, 100 * BACKLOG_GROWTH), 100 * BACKLOG_GROWTH,
+                     100 * BACKLOG_GROWTH):
+        sizing.processed(sizing.limit)
+        assert sizing.limit == expected
+    # caught up (a consume came back short): due at a quarter second, and the cap shrinks
+    sizing.took(3, 990)
+    assert not sizing.due(b, b.started + 0.2)
+    assert sizing.due(b, b.started + CAUGHT_UP_MS / 1000 + 1e-3)  # float ms: a hair past
+    assert sizing.wait_s(b, b.started + 0.2, 0.2) == pytest.approx(0.05)
+    for expected in (250, 125, 100, 100):
+        sizing.processed(10)
+        assert sizing.limit == expected
+    # batch_ms below the caught-up delay stays the bound
+    assert BatchSizing(batch_ms=100, batch_max=100, backlog=False).due(b, b.started + 0.101)
 
 
 def test_failed_batch_absorbs_what_arrived_meanwhile_in_order():
