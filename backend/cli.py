@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "backend.supervisor.cli",  # backend, ctl
     "backend.observer.cli",  # snapshot, groups, watch
     "backend.chaos.cli",  # chaos
+    "backend.exporter.cli",  # exporter
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -14,13 +15,15 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 
 from backend.cli import build_parser
 from backend.netutil import free_port, wait_until
 from backend.proc import STOP_WITHIN_S, run, spawn
+from tests.conftest import stack_processes
 
 EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replica", "backend",
-                     "ctl", "snapshot", "groups"}
+                     "ctl", "snapshot", "groups", "exporter"}
 
 
 def _processes_with_marker(marker: str) -> list[int]:
@@ -80,6 +83,12 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
             assert r.read().decode().strip() == "ok"
         assert any(f"http://localhost:{web_port}" in line for line in lines)
         assert len(_processes_with_marker(marker)) >= 4  # up, broker, spark, backend, web …
+        # the launcher's own timeline, as it printed it: Spark started before the broker was
+        # ready (they start together), the backend only once both were
+        assert _at(lines, "spark | starting:") < _at(lines, "broker | ready in"), lines
+        assert _at(lines, "backend | starting:") > max(_at(lines, "broker | ready in"),
+                                                       _at(lines, "spark | ready in")), lines
+        assert _at(lines, "web | starting:") > _at(lines, "broker | ready in"), lines
         # without --room, nothing of the stack listens beyond this machine
         listening = _listening(_processes_with_marker(marker))
         assert {port for _, port in listening} >= {web_port}, listening
@@ -100,6 +109,131 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
             os.killpg(up.pid, signal.SIGKILL)
         for pid in _processes_with_marker(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_up_with_a_failing_engine_stops_the_broker_and_leaves_nothing(tmp_path, stack):
+    """Spark cannot listen (its port is taken) while the broker starts beside it: `up` says
+    so in one line, stops the broker and starts nothing that needs either."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        env = _up_env(tmp_path, GROUPSCOPE_SPARK_PORT=str(held.getsockname()[1]))
+        result = run([sys.executable, "-m", "backend.cli", "up"], env=env, text=True,
+                     capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1, result.stdout + result.stderr
+    errors = [line for line in lines if line.startswith("groupscope up:")]
+    assert errors == ["groupscope up: spark exited with code 2 while starting"], lines
+    assert _at(lines, "broker | starting:") < _at(lines, "broker | stopping"), lines
+    assert not any(" | starting:" in line for line in lines
+                   if line.split("|")[0].strip() in ("backend", "web")), lines
+    assert lines[-1] == "groupscope stopped"
+    assert stack_processes(stack) == []
+
+
+@pytest.mark.timeout(600)
+def test_up_on_three_brokers_and_two_spark_workers_and_ctrl_c_leaves_no_process(tmp_path,
+                                                                                  stack, chromium):
+    """The distributed stack: three Kafka nodes, a Spark master and two workers with the
+    Connect server as their driver; replicas process on executors, not the driver; a node
+    killed by the presenter's Kill button on the Status page leaves the replicas working, its
+    Start button brings it back; Ctrl-C ends every process."""
+    from backend.cluster.nodes import read_cluster
+    from backend.engine.executors import discover_ui, executors_at
+    from backend.supervisor.client import ControlClient
+
+    env = _up_env(tmp_path)
+    up = spawn([sys.executable, "-m", "backend.cli", "up", "--brokers", "3",
+                "--spark-workers", "2"], env=env, stdout=subprocess.PIPE,
+               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+               start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
+                   timeout=420, what="`groupscope up --brokers 3 --spark-workers 2`")
+        assert up.poll() is None, "".join(lines)
+        data = Path(env["GROUPSCOPE_DATA"])
+        cluster = read_cluster(data / "broker")
+        assert cluster is not None and cluster["brokers"] == 3
+        assert all(n["alive"] for n in cluster["nodes"])
+        client = ControlClient.discover(data, timeout=30)
+        assert [n.id for n in client.brokers().brokers] == [1, 2, 3]
+
+        ui = discover_ui(f"sc://127.0.0.1:{env['GROUPSCOPE_SPARK_PORT']}")
+
+        def worked() -> list | None:
+            done = [e for e in executors_at(ui) if not e.is_driver and e.completed_tasks]
+            return done if len(done) >= 2 else None
+
+        # the replicas' batches ran on both workers' executors, none on the driver
+        wait_until(worked, 180, interval=1.0, what="tasks done on two executors")
+        assert next(e for e in executors_at(ui) if e.is_driver).completed_tasks == 0
+
+        victim = next(n.id for n in client.brokers().brokers if n.id != 1)
+
+        # Found afresh each time: should librdkafka abort the backend as the node dies (an
+        # assertion in its admin client, see backend/stack/launcher.py), `up` starts it again
+        # on another port and the stack carries on.
+        def control() -> ControlClient:
+            return ControlClient.discover(data, timeout=10)
+
+        def alive() -> bool:
+            return next(n for n in control().brokers().brokers if n.id == victim).alive
+
+        def carries_on():  # the group's coordinator may have moved: described again soon
+            status = control().status()
+            return status if (len(status.running) == 3 and status.broker_error is None
+                              and status.group_state == "Stable") else None
+
+        # the presenter's buttons (a loopback browser is the presenter), on the Status page
+        with chromium() as page:
+            page.goto(f"http://127.0.0.1:{env['GROUPSCOPE_WEB_PORT']}/status")
+            kill = page.locator(f".st-key-status_brokers_kill_{victim} button").first
+            start = page.locator(f".st-key-status_brokers_start_{victim} button").first
+            kill.wait_for(timeout=90_000)
+            wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill button enabled")
+            assert start.is_disabled()  # it is up
+            kill.click()
+            wait_until(lambda: not alive(), 30, what=f"node {victim} killed by its button")
+            wait_until(lambda: f"kill broker {victim}" in page.inner_text("body"), 30,
+                       what="the kill's answer on the page")
+            wait_until(carries_on, 60, interval=1.0,
+                       what=f"the group Stable with three replicas, node {victim} down")
+            wait_until(start.is_enabled, 60, interval=0.5,
+                       what=f"node {victim}'s Start button enabled once it shows down")
+            start.click()
+            wait_until(alive, 60, what=f"node {victim} started again by its button")
+
+        up.send_signal(signal.SIGINT)
+        assert up.wait(STOP_WITHIN_S + 30) in (0, 130)
+        reader.join(10)
+        wait_until(lambda: stack_processes(stack) == [], 30,
+                   what="every process of the stack to exit, node JVMs and executors too")
+        assert any("groupscope stopped" in line for line in lines)
+    except BaseException:
+        print("`up` said:\n" + "".join(lines[-120:]))  # which process went, and why
+        raise
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+
+
+def _up_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """`up`'s environment for a test: its own data dir and free ports, no external cluster."""
+    env = dict(os.environ, GROUPSCOPE_DATA=str(tmp_path / "data"),
+               GROUPSCOPE_KAFKA_PORT=str(free_port()), GROUPSCOPE_SPARK_PORT=str(free_port()),
+               GROUPSCOPE_WEB_PORT=str(free_port()))
+    env.update(extra)
+    for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "SPARK_REMOTE"):
+        env.pop(key, None)
+    return env
+
+
+def _at(lines: list[str], text: str) -> int:
+    """Index of the first line of `up`'s output that is `text` after its padded name."""
+    return next(i for i, line in enumerate(lines) if line.strip().startswith(text))
 
 
 def _loopback(host: str) -> bool:

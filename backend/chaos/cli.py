@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"{protocol}: {assignors[0]}" for protocol, assignors in PROTOCOL_ASSIGNORS.items()) + ")")
     p.add_argument("--exactly-once", action="store_true", help="transactional replicas")
     p.add_argument("--drain-timeout", type=positive(float), default=180.0, metavar="S")
+    p.add_argument("--broker-kills", action="store_true",
+                   help="also SIGKILL a Kafka node of the stack's cluster every 10-16 s and "
+                        "start it again 5-9 s later (needs `groupscope broker --brokers 3`, "
+                        "e.g. `up --brokers 3`)")
     p.add_argument("--name", help="group/topic prefix (default chaos-<epoch seconds>)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     p.set_defaults(func=_chaos)
@@ -70,17 +74,29 @@ def _chaos(args: argparse.Namespace) -> int:
         check_engine(remote)
     except EngineUnavailable as exc:
         raise UserError(f"{exc} (start it with `groupscope up` or `groupscope spark`)") from None
+    brokers = None
+    if args.broker_kills:
+        from backend.cluster.nodes import ClusterError, MailboxCluster
+
+        try:
+            brokers = MailboxCluster(Path(data_dir()) / "broker")
+        except ClusterError as exc:
+            raise UserError(f"--broker-kills: {exc}") from None
+        if len(brokers.node_ids()) < 3:
+            raise UserError("--broker-kills needs a cluster of three nodes or more "
+                            "(`groupscope up --brokers 3`): with fewer, a node down stops "
+                            "every write")
     name = args.name or f"chaos-{int(time.time())}"
     config = ChaosConfig(
         duration_s=args.duration, rate=args.rate, streams=args.streams,
         partitions=args.partitions, start_replicas=args.replicas,
         min_replicas=args.min_replicas, max_replicas=args.max_replicas,
         every_s=tuple(args.every), seed=args.seed, options=options,
-        drain_timeout_s=args.drain_timeout, name=name)
+        drain_timeout_s=args.drain_timeout, name=name, broker_kills=args.broker_kills)
     log_dir = Path(data_dir()) / "chaos" / name
     kafka_config = args.kafka_config or os.environ.get("GROUPSCOPE_KAFKA_CONFIG") or None
     report = ChaosRun(settings, remote, config, log_dir, kafka_config=kafka_config,
-                      progress=lambda line: print(line, flush=True)).execute()
+                      progress=lambda line: print(line, flush=True), brokers=brokers).execute()
     print(render(report))
     print(f"replica logs: {log_dir}")
     if args.json:

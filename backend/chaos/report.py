@@ -22,6 +22,9 @@ def rows(r: ChaosReport) -> list[tuple[str, str]]:
         ("graceful stops", str(r.done.get("stop", 0))),
         ("starts", str(r.done.get("start", 0))),
         ("scales", str(r.done.get("scale", 0))),
+        *([("Kafka nodes killed / started", f"{r.done.get('broker_kill', 0)} / "
+                                              f"{r.done.get('broker_start', 0)}")]
+          if cfg.broker_kills else []),
         ("actions skipped", str(r.skipped)),
         ("rebalances seen", str(r.rebalances)),
         ("messages produced", "-" if v is None else str(v.produced)),
@@ -55,7 +58,8 @@ def to_dict(r: ChaosReport) -> dict[str, Any]:
         "config": {"duration_s": cfg.duration_s, "rate": cfg.rate, "streams": cfg.streams,
                    "partitions": cfg.partitions, "start_replicas": cfg.start_replicas,
                    "min_replicas": cfg.min_replicas, "max_replicas": cfg.max_replicas,
-                   "seed": cfg.seed, **cfg.options.model_dump()},
+                   "seed": cfg.seed, "broker_kills": cfg.broker_kills,
+                   **cfg.options.model_dump()},
         "actions": r.done, "skipped": r.skipped, "rebalances": r.rebalances,
         "produced": None if v is None else v.produced,
         "processed": None if v is None else v.processed,

@@ -13,9 +13,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from backend.chaos.progress import RunMonitor
-from backend.chaos.schedule import KILL, SCALE, START, STOP, Action, plan
+from backend.chaos.schedule import (
+    BROKER_KILL,
+    BROKER_START,
+    KILL,
+    SCALE,
+    START,
+    STOP,
+    Action,
+    broker_plan,
+    plan,
+)
 from backend.chaos.verify import Verdict, judge, read_summaries
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import ensure_topics
@@ -43,6 +54,7 @@ class ChaosConfig:
     drain_timeout_s: float = 180.0
     batch_ms: int = 500
     name: str = ""  # group/topic suffix; default: chaos-<epoch seconds>
+    broker_kills: bool = False  # also SIGKILL and restart Kafka nodes (needs `brokers`)
 
 
 @dataclass
@@ -74,10 +86,25 @@ class ChaosReport:
 Progress = Callable[[str], None]
 
 
+class BrokerNodes(Protocol):
+    """The Kafka nodes a run may kill: an EmbeddedCluster in this process, or the one a
+    `groupscope broker --brokers N` process runs (nodes.MailboxCluster)."""
+
+    def node_ids(self) -> list[int]: ...
+
+    def kill(self, node_id: int) -> object: ...
+
+    def start_node(self, node_id: int, wait: bool = True) -> object: ...
+
+
 class ChaosRun:
     def __init__(self, settings: KafkaSettings, spark_remote: str | None, config: ChaosConfig,
                  log_dir: Path, kafka_config: str | None = None,
-                 progress: Progress = print) -> None:
+                 progress: Progress = print, brokers: BrokerNodes | None = None) -> None:
+        if config.broker_kills and brokers is None:
+            raise ValueError("broker kills need the cluster's nodes (brokers=...)")
+        self.brokers = brokers
+        self.down: int | None = None  # the node a broker fault has down right now
         self.settings = settings
         self.config = config
         name = config.name or f"chaos-{int(time.time())}"
@@ -90,7 +117,9 @@ class ChaosRun:
                          extra_args=("--batch-ms", str(config.batch_ms)), log_dir=log_dir),
             options=config.options, max_replicas=max(config.max_replicas, 1) + 4)
         self.monitor = RunMonitor()
-        self.done = dict.fromkeys((KILL, STOP, START, SCALE), 0)
+        kinds = (KILL, STOP, START, SCALE) + ((BROKER_KILL, BROKER_START)
+                                              if config.broker_kills else ())
+        self.done = dict.fromkeys(kinds, 0)
         self.skipped = 0
         self._seen_ms: int | None = None  # taken_ms of the last snapshot folded in
 
@@ -102,6 +131,9 @@ class ChaosRun:
                       partitions=cfg.partitions)
         actions = plan(cfg.duration_s, cfg.seed, cfg.start_replicas, cfg.min_replicas,
                        cfg.max_replicas, cfg.every_s)
+        if cfg.broker_kills:
+            actions = sorted(actions + broker_plan(cfg.duration_s, cfg.seed),
+                             key=lambda a: a.at_s)
         self.progress(f"chaos: group {self.group}, {len(actions)} actions planned over "
                       f"{cfg.duration_s:.0f}s at {cfg.rate:.0f} msg/s")
         fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.streams,
@@ -117,6 +149,7 @@ class ChaosRun:
             self.pool.scale(cfg.start_replicas)
             fleet.start()
             self._play(actions, observer, time.monotonic())
+            self._restore_broker()
             self._ensure_one_replica()
             stats = fleet.stop()
             self.progress(f"chaos: produced {stats.delivered} messages; draining")
@@ -130,6 +163,7 @@ class ChaosRun:
                 stats = fleet.stop()
             self.pool.shutdown()
             observer.stop()
+            self._restore_broker()
         return ChaosReport(
             config=cfg, group=self.group, topic=self.topic, done=dict(self.done),
             skipped=self.skipped, rebalances=self.monitor.rebalances,
@@ -154,6 +188,9 @@ class ChaosRun:
             time.sleep(0.25)
 
     def _apply(self, action: Action) -> None:
+        if action.kind in (BROKER_KILL, BROKER_START):
+            self._broker_fault(action.kind)
+            return
         try:
             if action.kind in (KILL, STOP):
                 live = sorted(r.name for r in self.pool.replicas() if r.state == "running")
@@ -171,6 +208,29 @@ class ChaosRun:
             log.info("chaos: %s skipped: %s", action.kind, exc)
             return
         self.done[action.kind] += 1
+
+    def _broker_fault(self, kind: str) -> None:
+        """SIGKILL a random node (any: the controller quorum's leader too), or start the one
+        that is down; the node's own start waits until it answers."""
+        assert self.brokers is not None
+        if kind == BROKER_KILL and self.down is None:
+            victim = self.rng.choice(sorted(self.brokers.node_ids()))
+            self.brokers.kill(victim)
+            self.down = victim
+            self.progress(f"chaos: Kafka node {victim} killed")
+        elif kind == BROKER_START and self.down is not None:
+            self._restore_broker()
+        else:
+            self.skipped += 1
+            return
+        self.done[kind] += 1
+
+    def _restore_broker(self) -> None:
+        if self.brokers is not None and self.down is not None:
+            node, self.down = self.down, None
+            # not awaited: the node catches up on its own while the plan goes on
+            self.brokers.start_node(node, wait=False)
+            self.progress(f"chaos: Kafka node {node} started again")
 
     def _ensure_one_replica(self) -> None:
         if self.pool.active_count() < 1:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 KILL, STOP, START, SCALE = "kill", "stop", "start", "scale"
 KINDS = (KILL, STOP, START, SCALE)
+BROKER_KILL, BROKER_START = "broker_kill", "broker_start"
 _WEIGHTS = {KILL: 0.4, STOP: 0.2, START: 0.2, SCALE: 0.2}
 
 
@@ -57,3 +58,24 @@ def _possible(kind: str, active: int, low: int, high: int) -> bool:
     if kind == START:
         return active < high
     return high > low
+
+
+def broker_plan(duration_s: float, seed: int, every_s: tuple[float, float] = (10.0, 16.0),
+                down_s: tuple[float, float] = (5.0, 9.0),
+                settle_s: float = 10.0) -> list[Action]:
+    """Broker faults: a SIGKILL of one node, then its start `down_s` later, then the next kill
+    `every_s` after that. One node down at a time, so a cluster of three with two in-sync
+    copies required keeps taking writes throughout; the node is chosen at run time. The last
+    node killed may still be down when the run ends: the run starts it before draining.
+    (`replicas` is -1: broker faults leave the replica count as the other plan has it.)"""
+    if every_s[0] <= 0 or every_s[1] < every_s[0] or down_s[0] <= 0 or down_s[1] < down_s[0]:
+        raise ValueError(f"bad intervals {every_s} / {down_s}")
+    rng = random.Random(seed ^ 0xB0B)  # its own sequence: adding it changes no replica action
+    actions: list[Action] = []
+    t = settle_s
+    while t < duration_s:
+        actions.append(Action(round(t, 3), BROKER_KILL, -1))
+        t += rng.uniform(*down_s)
+        actions.append(Action(round(t, 3), BROKER_START, -1))
+        t += rng.uniform(*every_s)
+    return actions

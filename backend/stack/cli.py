@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from backend.cli_common import add_cluster_args, positive
+from backend.exporter.options import DEFAULT_ADDRESS, tcp_port
 from backend.paths import data_dir
 
 
@@ -25,21 +26,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--room-address", metavar="IP",
                    help="the room's address of this machine (default: the address of the "
                         "default route's interface); implies --room")
+    p.add_argument("--brokers", type=int, metavar="N",
+                   help="Kafka nodes of the embedded cluster (default 1; 3 or more: a "
+                        "controller quorum of 3 and topics with 3 replicas; env "
+                        "GROUPSCOPE_BROKERS)")
+    p.add_argument("--spark-workers", type=int, metavar="N",
+                   help="run Spark as a standalone master with N workers behind the Connect "
+                        "server (default 0: local[*]; env GROUPSCOPE_SPARK_WORKERS)")
 
-    p = sub.add_parser("broker", help="run the embedded Kafka broker in the foreground",
-                       description="Run Apache Kafka (KRaft, single node) until Ctrl-C/SIGTERM. "
-                                   "Skipped when an external cluster is configured.")
+    p = sub.add_parser("broker", help="run the embedded Kafka broker(s) in the foreground",
+                       description="Run Apache Kafka (KRaft) until Ctrl-C/SIGTERM: one node, or "
+                                   "a cluster of N with --brokers. Skipped when an external "
+                                   "cluster is configured.")
     p.add_argument("--port", type=int, default=None, help="listener port (default 9092, "
-                   "env GROUPSCOPE_KAFKA_PORT)")
+                   "env GROUPSCOPE_KAFKA_PORT); with --brokers, node 1's, the others take "
+                   "free ports")
+    p.add_argument("--brokers", type=int, default=None, metavar="N",
+                   help="Kafka nodes (default 1, env GROUPSCOPE_BROKERS); 3 or more form a "
+                        "controller quorum of 3")
     p.add_argument("--data-dir", type=Path, default=None,
-                   help="storage directory (default .groupscope/broker)")
+                   help="storage directory (default .groupscope/broker; node-<id>/ in it per "
+                        "node of a cluster)")
     p.set_defaults(func=_broker)
 
     p = sub.add_parser("spark", help="run the embedded Spark Connect server in the foreground",
-                       description="Run a Spark Connect server (local[*]) until Ctrl-C/SIGTERM. "
-                                   "Skipped when SPARK_REMOTE points elsewhere.")
+                       description="Run a Spark Connect server (local[*], or the driver of a "
+                                   "standalone master and N workers with --workers) until "
+                                   "Ctrl-C/SIGTERM. Skipped when SPARK_REMOTE points elsewhere.")
     p.add_argument("--port", type=int, default=None,
                    help="gRPC port (default 15002, env GROUPSCOPE_SPARK_PORT)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run on a standalone master with N workers, one executor each "
+                        "(default 0: local[*]; env GROUPSCOPE_SPARK_WORKERS)")
     p.set_defaults(func=_spark)
 
     p = sub.add_parser("web", help="serve the dashboard (streamlit)",
@@ -58,6 +76,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1: this machine only; "
                         "0.0.0.0 for every interface)")
+    p.add_argument("--metrics-port", type=tcp_port, metavar="N",
+                   help="also serve Prometheus /metrics of every group on port N from the "
+                        "start, as `groupscope exporter` does")
+    p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="A",
+                   help=f"address of /metrics (default {DEFAULT_ADDRESS})")
+    p.add_argument("--alerts", metavar="FILE",
+                   help="evaluate these alert rules (TOML) from the start, with or without "
+                        "a browser open")
     p.set_defaults(func=_watch)
 
     p = sub.add_parser("soak", help="run the stack, kill replicas on a timer, check for leaks",
@@ -94,27 +120,32 @@ def _idle_until_signal(reason: str) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from backend.cluster.embedded import EmbeddedBroker
-    from backend.stack.config import StackConfig
+    from backend.cluster.nodes import EmbeddedCluster
+    from backend.stack.config import ENV_BROKERS, StackConfig
 
     if os.environ.get("GROUPSCOPE_BOOTSTRAP"):
         return _idle_until_signal("external Kafka configured: no embedded broker started")
+    if args.brokers is not None:
+        os.environ[ENV_BROKERS] = str(args.brokers)
     cfg = StackConfig.from_env()
-    broker = EmbeddedBroker(args.data_dir or data_dir() / "broker",
-                            port=args.port or cfg.kafka_port, room_address=cfg.room_address,
-                            room_port=cfg.room_kafka if cfg.room_address else None)
-    return broker.run_foreground()
+    cluster = EmbeddedCluster(args.data_dir or data_dir() / "broker", brokers=cfg.brokers,
+                              port=args.port or cfg.kafka_port, room_address=cfg.room_address,
+                              room_port=cfg.room_kafka if cfg.room_address else None)
+    return cluster.run_foreground()
 
 
 def _spark(args: argparse.Namespace) -> int:
     from backend.engine.server import SparkConnectServer
-    from backend.stack.config import StackConfig
+    from backend.stack.config import ENV_SPARK_WORKERS, StackConfig
 
+    if args.workers is not None:
+        os.environ[ENV_SPARK_WORKERS] = str(args.workers)
     cfg = StackConfig.from_env()
     if cfg.external_spark:
         return _idle_until_signal(f"SPARK_REMOTE={cfg.spark_remote}: no embedded Spark started")
     server = SparkConnectServer(data_dir() / "spark", port=args.port or cfg.spark_port,
-                                host=cfg.spark_address, token=_room_spark_token(cfg))
+                                host=cfg.spark_address, driver_memory=cfg.spark_memory,
+                                token=_room_spark_token(cfg), workers=cfg.spark_workers)
     return server.run_foreground()
 
 
@@ -155,9 +186,25 @@ def _watch(args: argparse.Namespace) -> int:
         os.environ["GROUPSCOPE_GROUP"] = args.group
     port = args.port or StackConfig.from_env().web_port
     shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
-    print(f"watching {settings.describe()} read-only at http://{shown}:{port}"
-          + (" (and on every interface)" if args.address == "0.0.0.0" else ""), flush=True)
-    return _exec_dashboard(port, args.address)
+    where = (f"watching {settings.describe()} read-only at http://{shown}:{port}"
+             + (" (and on every interface)" if args.address == "0.0.0.0" else ""))
+    if args.metrics_port is None and not args.alerts:
+        print(where, flush=True)
+        return _exec_dashboard(port, args.address)
+    # always on, browser or not: the watcher, /metrics and alerts start before Streamlit,
+    # which then runs in this process so the Groups page reads the same watcher
+    from backend.exporter.serve import always_on
+
+    with always_on(settings, metrics_port=args.metrics_port,
+                   metrics_address=args.metrics_address, alerts_file=args.alerts) as on:
+        print(f"{where}; {on.describe()}", flush=True)
+        _run_dashboard(port, args.address)
+    return 0
+
+
+def _streamlit_options(port: int, address: str) -> dict[str, object]:
+    return {"server.port": port, "server.address": address, "server.headless": True,
+            "browser.gatherUsageStats": False, "server.fileWatcherType": "none"}
 
 
 def _exec_dashboard(port: int, address: str) -> int:
@@ -165,14 +212,29 @@ def _exec_dashboard(port: int, address: str) -> int:
 
     app = REPO_ROOT / "dashboard" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app),
-           f"--server.port={port}", f"--server.address={address}", "--server.headless=true",
-           "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+           *(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
+             for k, v in _streamlit_options(port, address).items())]
     os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
     os.execv(sys.executable, cmd)
     return 0  # not reached
 
 
+def _run_dashboard(port: int, address: str) -> None:
+    """Streamlit in this process, until SIGINT/SIGTERM: its own handlers stop the server and
+    `bootstrap.run` returns, leaving the caller's shutdown to run (bounded; see always_on)."""
+    from streamlit.web import bootstrap
+
+    from backend.stack.procfile import REPO_ROOT
+
+    app = str(REPO_ROOT / "dashboard" / "app.py")
+    os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
+    flags = {k.replace(".", "_"): v for k, v in _streamlit_options(port, address).items()}
+    bootstrap.load_config_options(flag_options=flags)
+    bootstrap.run(app, False, [], flags)
+
+
 def _up(args: argparse.Namespace) -> int:
+    from backend.stack.config import ENV_BROKERS, ENV_SPARK_WORKERS, StackConfig
     from backend.stack.launcher import StackLauncher
 
     if args.bootstrap:
@@ -181,9 +243,19 @@ def _up(args: argparse.Namespace) -> int:
         os.environ["GROUPSCOPE_KAFKA_CONFIG"] = str(Path(args.kafka_config).resolve())
     if args.spark_remote:
         os.environ["SPARK_REMOTE"] = args.spark_remote
-    if args.room or args.room_address:
-        return _up_room(args)
-    return StackLauncher().run()
+    if args.brokers is not None:
+        os.environ[ENV_BROKERS] = str(args.brokers)
+    if args.spark_workers is not None:
+        os.environ[ENV_SPARK_WORKERS] = str(args.spark_workers)
+    StackConfig.from_env().check()
+    code = _up_room(args) if args.room or args.room_address else StackLauncher().run()
+    # Every child is stopped and the room's files are gone by now. A readiness probe can
+    # still sit inside a gRPC call to something foreign on Spark's port (its waiter thread
+    # is abandoned, not joinable), and gRPC's exit hooks would then hold the interpreter
+    # open: leave without them.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _up_room(args: argparse.Namespace) -> int:

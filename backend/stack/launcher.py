@@ -1,24 +1,44 @@
-"""`groupscope up`: the Procfile's processes, started in order, each awaited until ready.
+"""`groupscope up`: the Procfile's processes, each started as soon as what it needs is ready.
+
+NEEDS is the one place the order is written. A process type starts once every type it needs
+answers a real request (its readiness probe), so types that need nothing start together: the
+broker's and Spark's JVMs warm up side by side instead of one after the other. The main
+thread spawns every child (a child dies with the thread that forked it, see backend/proc.py);
+one thread per starting child only probes it and reports to the main thread, which records
+each step in `timeline`. The first child that exits or misses its timeout ends the start-up
+with one line, and everything started so far is stopped.
 
 Each child runs in its own process group so Ctrl-C reaches only this launcher, which then
-stops the children (SIGTERM, then SIGKILL for a group that hangs) within STOP_BUDGET_S:
-first the backend and the dashboard, while the broker and Spark still answer, so replicas
-finish their batch and leave the group; then the broker and Spark. Every child is spawned
-through backend.proc's exec shim, so if this launcher is killed outright the children die
-with it, and theirs with them: nothing of the stack is left behind.
+stops the children (SIGTERM, then SIGKILL for a group that hangs) within STOP_BUDGET_S, in
+the reverse of NEEDS: a process before the processes it needs, so the backend and the
+dashboard stop while the broker and Spark still answer (replicas finish their batch and
+leave the group), then the broker and Spark, which keep LAST_WAVE_S at least. Every child is
+spawned through backend.proc's exec shim, so if this launcher is killed outright the
+children die with it, and theirs with them: nothing of the stack is left behind.
+
+Once up, a process that ends on its own still stops the stack (it said why), but one of the
+RESTARTABLE types killed by a signal it did not ask for -- a native crash, SIGABRT from an
+assertion inside librdkafka when a broker's connection drops under an admin request, or the
+OOM killer -- is started again, at most RESTARTS_PER_WINDOW times within RESTART_WINDOW_S:
+killing a broker on stage must not end the whole demo. Those types hold no data of their own
+(the backend's replicas commit to Kafka and die with it; the dashboard is a view).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
 
 from backend.cluster.settings import resolve_settings
 from backend.engine.session import check_engine
@@ -34,33 +54,108 @@ from backend.proc import (
     spawn,
 )
 from backend.stack.config import StackConfig
-from backend.stack.procfile import REPO_ROOT, ProcessType, read_procfile
+from backend.stack.procfile import REPO_ROOT, ProcessType, ProcfileError, read_procfile
 
 READY_TIMEOUT = {"broker": 90.0, "spark": 180.0, "backend": 120.0, "web": 60.0}
-# Stopped last, because the others need them to stop cleanly (they get LAST_WAVE_S at least).
-SERVICES = ("broker", "spark")
+# What must be ready before a process type starts; a type not listed needs nothing and starts
+# at once. Start and stop order both follow from this table alone.
+NEEDS: dict[str, tuple[str, ...]] = {
+    # the supervisor creates the topics and its replicas join the group and summarise with
+    # Spark from their first batch
+    "backend": ("broker", "spark"),
+    # the dashboard's observer reads the group from the broker; it finds the supervisor on
+    # every poll, so it need not wait for the backend
+    "web": ("broker",),
+}
+
+Probe = Callable[[], bool]
+
+# Process types started again after a crash (see the module's docstring), how often at most
+RESTARTABLE = frozenset({"backend", "web"})
+RESTARTS_PER_WINDOW = 3
+RESTART_WINDOW_S = 600.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One entry of the launcher's timeline: `name` was `event` at `at` (time.monotonic())."""
+
+    at: float
+    name: str
+    event: str  # "skipped", "starting", "ready", "stopping"
 
 
 @dataclass
 class RunningProcess:
     kind: ProcessType
     popen: subprocess.Popen
+    started: float = field(default_factory=time.monotonic)
+
+
+class _Cancelled(Exception):
+    """The start-up was given up (another process failed, or Ctrl-C): stop probing."""
+
+
+def levels(names: Sequence[str], needs: Mapping[str, Iterable[str]]) -> dict[str, int]:
+    """Each type's depth in `needs`: 0 when it needs nothing, else one more than the deepest
+    type it needs. A need that is not one of `names`, or a cycle, is a ProcfileError naming
+    it."""
+    graph = {name: tuple(needs.get(name, ())) for name in names}
+    for name, wanted in graph.items():
+        for other in wanted:
+            if other not in graph:
+                raise ProcfileError(f"{name} needs {other}, which is not a Procfile process type")
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        raise ProcfileError(f"process types need each other in a cycle: "
+                            f"{' -> '.join(exc.args[1])}") from None
+    depth: dict[str, int] = {}
+    for name in order:
+        depth[name] = 1 + max((depth[n] for n in graph[name]), default=-1)
+    return depth
+
+
+def stop_waves(names: Sequence[str], needs: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """`names` (in start order) grouped into stop waves: deepest first, so every process is
+    stopped before any process it needs; within a wave the reverse of `names`."""
+    depth = levels(names, needs)
+    return [[n for n in reversed(names) if depth[n] == level]
+            for level in sorted(set(depth.values()), reverse=True)]
 
 
 class StackLauncher:
-    def __init__(self, config: StackConfig | None = None, out=None) -> None:
+    def __init__(self, config: StackConfig | None = None, out=None, *,
+                 procfile: Path | None = None,
+                 needs: Mapping[str, Iterable[str]] | None = None,
+                 probes: Mapping[str, Probe] | None = None,
+                 restartable: Iterable[str] = RESTARTABLE) -> None:
+        """`procfile`, `needs`, `probes` (readiness per type, over the built-in ones) and
+        `restartable` default to the stack's own; tests run the scheduling with small
+        processes."""
         self.config = config or StackConfig.from_env()
         self.out = out or sys.stdout
+        self.procfile = procfile
+        self.needs = NEEDS if needs is None else needs
+        self.probes = dict(probes or {})
+        self.restartable = frozenset(restartable)
+        self._restarts: dict[str, list[float]] = {}
         self.running: list[RunningProcess] = []
+        self.timeline: list[Step] = []
         self._signals = StopSignals(on_stop=self._interrupt_start_up)
         self._starting = True
+        self._cancel = threading.Event()
+        self._say_lock = threading.Lock()
 
     # ---- readiness probes: real requests, never sleeps -------------------------------
 
-    def _probe(self, name: str) -> Callable[[], bool] | None:
-        if name == "broker":
-            settings = resolve_settings()
-            return lambda: settings.check_reachable(timeout=2.0) >= 1
+    def _probe(self, name: str) -> Probe:
+        if name in self.probes:
+            return self.probes[name]
+        if name == "broker":  # every node registered (the bootstrap is read per probe:
+            # a cluster's other nodes are on ports its process picks and writes down)
+            brokers = 1 if self.config.external_kafka else self.config.brokers
+            return lambda: resolve_settings().check_reachable(timeout=2.0) >= brokers
         if name == "spark":
             return lambda: bool(check_engine(self.config.spark_remote, warm_up=True))
         if name == "backend":
@@ -68,11 +163,9 @@ class StackLauncher:
         if name == "web":
             url = f"http://127.0.0.1:{self.config.web_port}/_stcore/health"
             return lambda: _http_text(url) == "ok"
-        return None
+        return lambda: True
 
     def _backend_ready(self) -> bool:
-        import json
-
         info = data_dir() / "control.json"
         if not info.exists():
             return False
@@ -89,7 +182,14 @@ class StackLauncher:
     # ---- lifecycle -------------------------------------------------------------------
 
     def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        with self._say_lock:  # one write per line: relay threads print too
+            self.out.write(f"{text}\n")
+            self.out.flush()
+
+    def _step(self, name: str, event: str, text: str) -> None:
+        """Record a step of the timeline (main thread only) and show it."""
+        self.timeline.append(Step(time.monotonic(), name, event))
+        self.say(f"{name:>8} | {text}")
 
     def start(self, kind: ProcessType) -> RunningProcess:
         # children run from the repository; they must still share this launcher's data dir
@@ -115,34 +215,106 @@ class StackLauncher:
             line = raw.decode(errors="replace").rstrip()
             self.say(f"{proc.kind.name:>8} | {line}")
 
-    def wait_ready(self, proc: RunningProcess) -> None:
+    def _await_ready(self, proc: RunningProcess, probe: Probe,
+                     results: queue.Queue[tuple[RunningProcess, str | None]]) -> None:
+        """A waiter thread: probe until ready, then report (proc, None) or (proc, error)."""
         name = proc.kind.name
-        probe = self._probe(name) or (lambda: True)
         timeout = READY_TIMEOUT.get(name, 60.0)
-        start = time.monotonic()
+        exited = abort_if_exited(proc.popen, name, lambda: " while starting")
+
+        def abort() -> None:
+            if self._cancel.is_set():
+                raise _Cancelled
+            exited()
 
         try:
-            wait_until(probe, timeout, interval=0.5, what=name,
-                       abort=abort_if_exited(proc.popen, name, lambda: " while starting"))
+            wait_until(probe, timeout, interval=0.5, what=name, abort=abort)
+        except _Cancelled:
+            return
         except TimeoutError:
-            raise RuntimeError(f"{name} not ready within {timeout:.0f}s") from None
-        self.say(f"{name:>8} | ready in {time.monotonic() - start:.1f}s")
+            results.put((proc, f"{name} not ready within {timeout:.0f}s"))
+        except Exception as exc:  # the child exited (abort_if_exited's one line)
+            results.put((proc, str(exc)))
+        else:
+            results.put((proc, None))
+
+    def start_all(self) -> None:
+        """Start every Procfile type as soon as all it needs is ready; return when all are.
+
+        Raises RuntimeError (one line) when a child exits or misses its timeout,
+        ProcfileError for NEEDS that do not fit the Procfile; the caller stops what runs
+        (stop_all)."""
+        kinds = {kind.name: kind for kind in read_procfile(self.procfile)}
+        names = list(kinds)
+        levels(names, self.needs)  # an unknown need or a cycle fails before anything starts
+        sorter = TopologicalSorter({n: tuple(self.needs.get(n, ())) for n in names})
+        sorter.prepare()
+        for name in names:
+            if wanted := tuple(self.needs.get(name, ())):
+                self.say(f"{name:>8} | starts once {', '.join(wanted)} "
+                         f"{'is' if len(wanted) == 1 else 'are'} ready")
+        results: queue.Queue[tuple[RunningProcess, str | None]] = queue.Queue()
+        while True:
+            # everything whose needs are met starts now, together (skipped types count as
+            # ready at once, which may free more)
+            while startable := sorted(sorter.get_ready(), key=names.index):
+                for name in startable:
+                    reason = self.skipped(name)
+                    if reason:
+                        self._step(name, "skipped", f"skipped: {reason}")
+                        sorter.done(name)
+                        continue
+                    kind = kinds[name]
+                    probe = self._probe(name)
+                    self._step(name, "starting", f"starting: {kind.command}")
+                    proc = self.start(kind)
+                    threading.Thread(target=self._await_ready, args=(proc, probe, results),
+                                     daemon=True, name=f"ready-{name}").start()
+            if not sorter.is_active():
+                return
+            proc, error = self._next_report(results)
+            if error is not None:
+                raise RuntimeError(error)
+            name = proc.kind.name
+            self._step(name, "ready", f"ready in {time.monotonic() - proc.started:.1f}s")
+            sorter.done(name)
+
+    def _next_report(self, results: queue.Queue[tuple[RunningProcess, str | None]]
+                     ) -> tuple[RunningProcess, str | None]:
+        """The next waiter's report, in short waits so a Ctrl-C is handled at once. A child
+        that has exited meanwhile is a report too, whichever it is: its own waiter may be
+        stuck inside a probe that does not return (something else answering on its port)."""
+        while True:
+            gone = self._first_exited()
+            if gone is not None:
+                return gone, (f"{gone.kind.name} exited with code {gone.popen.returncode} "
+                              f"while starting")
+            try:
+                return results.get(timeout=0.5)
+            except queue.Empty:
+                continue
 
     def _interrupt_start_up(self) -> None:
-        """Ctrl-C while a probe runs (Spark's warm-up takes seconds): stop waiting at once."""
+        """Ctrl-C while probes run (Spark's warm-up takes seconds): stop waiting at once."""
         if self._starting:
             raise KeyboardInterrupt
 
     def stop_all(self, budget: float = STOP_BUDGET_S) -> None:
-        """Two waves within `budget`: everything but the broker and Spark (reverse start
-        order), then those two; a process group still there at its wave's end is SIGKILLed."""
+        """Waves within `budget`, in the reverse of NEEDS (stop_waves): every process before
+        the ones it needs; the last wave (the broker and Spark) keeps LAST_WAVE_S for itself,
+        each earlier one ends LAST_WAVE_S before the next. A process group still there at its
+        wave's end is SIGKILLed."""
+        self._cancel.set()  # waiter threads stop probing
         deadline = time.monotonic() + budget
-        users = [p for p in reversed(self.running) if p.kind.name not in SERVICES]
-        services = [p for p in reversed(self.running) if p.kind.name in SERVICES]
-        for wave, ends in ((users, deadline - LAST_WAVE_S), (services, deadline)):
+        names = [p.kind.name for p in self.running]
+        by_name = {p.kind.name: p for p in self.running}
+        needs = {n: [m for m in self.needs.get(n, ()) if m in by_name] for n in names}
+        waves = [[by_name[n] for n in wave] for wave in stop_waves(names, needs)]
+        for index, wave in enumerate(waves):
+            ends = deadline - LAST_WAVE_S * (len(waves) - 1 - index)
             for proc in wave:
                 if proc.popen.poll() is None:
-                    self.say(f"{proc.kind.name:>8} | stopping")
+                    self._step(proc.kind.name, "stopping", "stopping")
                     send(proc.popen, signal.SIGTERM, group=True)
             for proc in wave:
                 try:
@@ -153,6 +325,39 @@ class StackLauncher:
                 reap(proc.popen, 0.0, group=True)
         self.running.clear()
 
+    def _restart(self, gone: RunningProcess) -> bool:
+        """Start `gone` again if it may be (module docstring) and wait until it is ready;
+        False when it may not, or does not come back: the caller stops the stack."""
+        name, code = gone.kind.name, gone.popen.returncode
+        if code is None or code >= 0 or name not in self.restartable:
+            return False
+        now = time.monotonic()
+        recent = [t for t in self._restarts.get(name, []) if now - t < RESTART_WINDOW_S]
+        if len(recent) >= RESTARTS_PER_WINDOW:
+            self.say(f"{name:>8} | crashed {len(recent) + 1} times in "
+                     f"{RESTART_WINDOW_S / 60:.0f} min; not starting it again")
+            return False
+        self._restarts[name] = [*recent, now]
+        reap(gone.popen, 0.0, group=True)  # whatever it left in its group goes too
+        self.running.remove(gone)
+        self.say(f"{name:>8} | killed by {_signal_name(-code)}; starting it again "
+                 f"({len(recent) + 1} of {RESTARTS_PER_WINDOW} in "
+                 f"{RESTART_WINDOW_S / 60:.0f} min)")
+        self._step(name, "starting", f"starting: {gone.kind.command}")
+        proc = self.start(gone.kind)
+        self._starting = True  # a Ctrl-C now interrupts the wait
+        try:
+            wait_until(self._probe(name), READY_TIMEOUT.get(name, 60.0), interval=0.5,
+                       what=name, abort=abort_if_exited(proc.popen, name,
+                                                        lambda: " while restarting"))
+        except (TimeoutError, RuntimeError) as exc:
+            self.say(f"{name:>8} | {exc}")
+            return False
+        finally:
+            self._starting = False
+        self._step(name, "ready", f"ready again in {time.monotonic() - proc.started:.1f}s")
+        return True
+
     def _first_exited(self) -> RunningProcess | None:
         return next((p for p in self.running if p.popen.poll() is not None), None)
 
@@ -160,26 +365,23 @@ class StackLauncher:
         started = time.monotonic()
         with self._signals as signals:
             try:
-                for kind in read_procfile():
-                    reason = self.skipped(kind.name)
-                    if reason:
-                        self.say(f"{kind.name:>8} | skipped: {reason}")
-                        continue
-                    self.say(f"{kind.name:>8} | starting: {kind.command}")
-                    self.wait_ready(self.start(kind))
+                self.start_all()
                 self._starting = False
                 self.say(f"\ngroupscope is up in {time.monotonic() - started:.0f}s: open "
                          f"{self.config.dashboard_url}  (Ctrl-C stops everything)\n")
-                if signals.wait(alive=lambda: self._first_exited() is None, interval=0.5):
-                    return 0
-                gone = self._first_exited()
-                assert gone is not None
-                self.say(f"{gone.kind.name} exited with code {gone.popen.returncode}; "
-                         f"stopping the stack")
-                return 1
+                while True:
+                    if signals.wait(alive=lambda: self._first_exited() is None,
+                                    interval=0.5):
+                        return 0
+                    gone = self._first_exited()
+                    assert gone is not None
+                    if not self._restart(gone):
+                        self.say(f"{gone.kind.name} exited with code "
+                                 f"{gone.popen.returncode}; stopping the stack")
+                        return 1
             except KeyboardInterrupt:
                 return 130
-            except RuntimeError as exc:
+            except (RuntimeError, ProcfileError) as exc:
                 self.say(f"groupscope up: {exc}")
                 return 1
             finally:
@@ -194,3 +396,10 @@ def _http_text(url: str, timeout: float = 1.0) -> str | None:
             return resp.read().decode().strip()
     except Exception:
         return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -25,7 +25,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from backend.contracts.control import (
+    BROKER_ACTIONS,
     MAX_BODY_BYTES,
+    BrokerAnswer,
+    BrokersAnswer,
     CapacityAnswer,
     CapacityRequest,
     Done,
@@ -74,7 +77,7 @@ def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
     reasons = {
         401: "no token: send Authorization: Bearer <token>",
         403: "wrong token, or a Host header that is not loopback",
-        404: "no such replica",
+        404: "no such replica or broker",
         409: "not possible in the current state (e.g. already at the replica limit)",
         411: "chunked body: send a Content-Length",
         413: f"request body over {MAX_BODY_BYTES} bytes",
@@ -247,6 +250,24 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
     def partitions(body: PartitionsRequest) -> PartitionsAnswer:
         change = supervisor.add_partitions(body.partitions)
         return PartitionsAnswer(**change.model_dump())
+
+    @app.get("/brokers", responses=_documented(403, 409, 503),
+             summary="the nodes of the Kafka cluster this stack runs, and its quorum leader")
+    def brokers() -> BrokersAnswer:
+        return supervisor.brokers()
+
+    def broker_route(action: str) -> None:
+        def act(node_id: int, body: NoFields | None = None) -> BrokerAnswer:
+            return BrokerAnswer(broker=supervisor.broker_action(node_id, action))
+
+        summary = {"kill": "SIGKILL one Kafka node: a crash",
+                   "stop": "SIGTERM one Kafka node: a controlled shutdown",
+                   "start": "start a stopped Kafka node again"}[action]
+        app.post(f"/brokers/{{node_id}}/{action}", responses=CHANGE_NAMED, summary=summary,
+                 operation_id=f"broker_{action}", **changes)(act)
+
+    for action in BROKER_ACTIONS:
+        broker_route(action)
 
     describe_itself(app)
     return app

@@ -14,7 +14,15 @@ from pydantic import BaseModel
 
 from backend.cli_common import add_cluster_args, positive
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC
-from backend.contracts.control import CapacityAnswer, FleetState, ReplicaOptions, Status
+from backend.contracts.control import (
+    BROKER_ACTIONS,
+    BrokerNode,
+    BrokersAnswer,
+    CapacityAnswer,
+    FleetState,
+    ReplicaOptions,
+    Status,
+)
 
 if TYPE_CHECKING:
     from backend.supervisor.client import ControlClient
@@ -110,6 +118,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "restart with it").add_argument("max_rate", metavar="N|off")
     act("fleet", "start or stop the fleet simulator").add_argument(
         "fleet_action", choices=["start", "stop"])
+    act("brokers", "the Kafka nodes this stack runs, and the controller quorum's leader")
+    b = act("broker", "kill (SIGKILL), stop (SIGTERM) or start one Kafka node of the stack")
+    b.add_argument("broker_action", choices=list(BROKER_ACTIONS))
+    b.add_argument("node", metavar="ID")
     ctl.set_defaults(func=_ctl)
 
 
@@ -215,7 +227,8 @@ def _ctl(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         return _fail("ctl", "say what to do: status | start | kill NAME | stop NAME | "
                             "restart NAME | scale N | rate R | streams N | partitions P | "
-                            "options ... | capacity N|off | fleet start|stop")
+                            "options ... | capacity N|off | fleet start|stop | brokers | "
+                            "broker kill|stop|start ID")
     try:
         client = _client(args)
         out = _run_action(client, args)
@@ -255,6 +268,10 @@ def _run_action(client: ControlClient, args: argparse.Namespace) -> BaseModel:
         return client.set_capacity(None if off else _number(args.max_rate, "N", float))
     if a == "fleet":
         return client.fleet_start() if args.fleet_action == "start" else client.fleet_stop()
+    if a == "brokers":
+        return client.brokers()
+    if a == "broker":
+        return getattr(client, f"broker_{args.broker_action}")(_number(args.node, "ID", int))
     raise ValueError(f"unknown action {a}")
 
 
@@ -364,6 +381,13 @@ def _render(out: BaseModel) -> str:
         return render_status(out, colour=_want_colour())
     if isinstance(out, ReplicaInfo):
         return f"{out.name}: {out.state} (pid {out.pid})"
+    if isinstance(out, BrokerNode):
+        return f"broker {out.id}: {'up' if out.alive else 'down'} (pid {out.pid or '-'})"
+    if isinstance(out, BrokersAnswer):
+        rows = [[str(n.id), "up" if n.alive else "down", str(n.port),
+                 "voter" + (" (leader)" if n.id == out.quorum_leader else "")
+                 if n.controller else "broker only", str(n.pid or "-")] for n in out.brokers]
+        return table(["ID", "STATE", "PORT", "QUORUM", "PID"], rows)
     if isinstance(out, ScaleAnswer):
         parts = []
         if out.started:

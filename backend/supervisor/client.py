@@ -19,6 +19,10 @@ from urllib.parse import quote
 from pydantic import BaseModel, ValidationError
 
 from backend.contracts.control import (
+    NODE_REQUEST_TIMEOUT_S,
+    BrokerAnswer,
+    BrokerNode,
+    BrokersAnswer,
     CapacityAnswer,
     CapacityRequest,
     FleetAnswer,
@@ -69,9 +73,11 @@ class ControlClient:
     # ---- transport -------------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: BaseModel | None = None,
-                raw: bytes | None = None, auth: bool = True) -> dict[str, Any]:
+                raw: bytes | None = None, auth: bool = True,
+                timeout: float | None = None) -> dict[str, Any]:
         """One call; the answer's JSON object. `raw` sends bytes as they are (tests, and a
-        body whose null means something)."""
+        body whose null means something); `timeout` overrides the client's for a call known
+        to take long."""
         data = raw
         if data is None and body is not None:
             data = body.model_dump_json(exclude_none=True).encode()
@@ -85,7 +91,7 @@ class ControlClient:
         req = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method,
                                      headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 return json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
             try:
@@ -97,9 +103,9 @@ class ControlClient:
             reason = getattr(exc, "reason", exc)
             raise ControlError(f"supervisor at {self.url} not reachable: {reason}") from None
 
-    def _call(self, answer: type[M], method: str, path: str,
-              body: BaseModel | None = None, auth: bool = True, raw: bytes | None = None) -> M:
-        data = self.request(method, path, body, raw=raw, auth=auth)
+    def _call(self, answer: type[M], method: str, path: str, body: BaseModel | None = None,
+              auth: bool = True, raw: bytes | None = None, timeout: float | None = None) -> M:
+        data = self.request(method, path, body, raw=raw, auth=auth, timeout=timeout)
         try:
             return answer.model_validate(data)
         except ValidationError as exc:
@@ -132,6 +138,24 @@ class ControlClient:
     def _replica(self, name: str, action: str) -> ReplicaInfo:
         path = f"/replicas/{quote(name, safe='')}/{action}"
         return self._call(ReplicaAnswer, "POST", path).replica
+
+    def brokers(self) -> BrokersAnswer:
+        """The nodes of the Kafka cluster the stack runs (refused, 409, when it runs none)."""
+        return self._call(BrokersAnswer, "GET", "/brokers")
+
+    def broker_kill(self, node_id: int) -> BrokerNode:
+        return self._broker(node_id, "kill")
+
+    def broker_stop(self, node_id: int) -> BrokerNode:
+        return self._broker(node_id, "stop")
+
+    def broker_start(self, node_id: int) -> BrokerNode:
+        return self._broker(node_id, "start")
+
+    def _broker(self, node_id: int, action: str) -> BrokerNode:
+        """A node's start waits until it answers (seconds, a minute at most)."""
+        return self._call(BrokerAnswer, "POST", f"/brokers/{int(node_id)}/{action}",
+                          timeout=max(self.timeout, NODE_REQUEST_TIMEOUT_S + 5)).broker
 
     def scale(self, replicas: int) -> ScaleAnswer:
         return self._call(ScaleAnswer, "POST", "/scale",

@@ -93,6 +93,10 @@ class InvalidRequest(PoolError):
     status = 422
 
 
+class UnknownBroker(PoolError):
+    status = 404
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """Everything a replica needs besides its name and options."""

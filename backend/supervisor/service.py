@@ -24,6 +24,8 @@ from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
 from backend.contracts.control import (
     MAX_REPLICAS,
+    BrokerNode,
+    BrokersAnswer,
     ExternalMember,
     FleetState,
     MovedStream,
@@ -41,6 +43,7 @@ from backend.supervisor.processes import (
     LaunchConfig,
     PoolError,
     ReplicaPool,
+    UnknownBroker,
     UnknownReplica,
     default_replica_command,
 )
@@ -219,6 +222,36 @@ class SupervisorService:
                       group_state=view.state if view else None, fleet=self._fleet_info(),
                       max_replicas=self.max_replicas, broker_error=error,
                       recent=tuple(pool.recent()[-20:]))
+
+    # ---- the embedded Kafka cluster's nodes -------------------------------------------------
+
+    def _broker_dir(self) -> Path:
+        """Where `groupscope broker` keeps the cluster this stack runs (`cluster_nodes`
+        refuses, 409, when none runs there, as with an external cluster)."""
+        return Path(self.config.data_dir) / "broker"
+
+    def brokers(self) -> BrokersAnswer:
+        from backend.cluster.nodes import ClusterError, cluster_nodes
+
+        try:
+            nodes, leader = cluster_nodes(self._broker_dir())
+        except ClusterError as exc:
+            raise PoolError(str(exc)) from None
+        return BrokersAnswer(brokers=tuple(nodes), quorum_leader=leader)
+
+    def broker_action(self, node_id: int, action: str) -> BrokerNode:
+        """Kill, stop or start one node, done by the cluster's own process (nodes.request)."""
+        from backend.cluster.nodes import ClusterError, cluster_nodes, request
+
+        where = self._broker_dir()
+        try:
+            nodes, _ = cluster_nodes(where)
+            if node_id not in {n.id for n in nodes}:
+                raise UnknownBroker(f"no Kafka node {node_id}; the cluster has nodes "
+                                    f"{', '.join(str(n.id) for n in nodes)}")
+            return request(where, action, node_id)
+        except ClusterError as exc:
+            raise PoolError(str(exc)) from None
 
     def _fleet_info(self) -> FleetState | None:
         if self.fleet is None:

@@ -47,9 +47,21 @@ def static_pair(kafka, spark_remote, tmp_path: Path) -> Iterator[Backend]:
         stop_backend(b)
 
 
-def _settled(observer: Observer) -> Snapshot | None:
+MOVES = ("assigned", "revoked", "lost")
+
+
+def _moves(events: EventLog, replica: str, since: float = 0.0) -> list[tuple[str, tuple[int, ...]]]:
+    """A replica's own account of its partitions: assigned / revoked / lost, in order."""
+    return [(e["type"], tuple(e["partitions"]))
+            for e in events.of(replica=replica, since=since) if e["type"] in MOVES]
+
+
+def _settled(observer: Observer, events: EventLog) -> Snapshot | None:
     """Stable, ada and bruno one partition each, a generation known, every partition
-    committed: the baseline."""
+    committed, and each replica's last event the assignment the group shows: the baseline.
+
+    The broker reports the group Stable as soon as the sync completes, while a replica may
+    still be restoring state inside its assign callback; its `assigned` event comes after."""
     snap = observer.latest()
     if snap is None or snap.error or snap.state != "Stable" or snap.generation is None:
         return None
@@ -58,6 +70,9 @@ def _settled(observer: Observer) -> Snapshot | None:
         return None
     if any(p.committed is None for p in snap.partitions):
         return None
+    for m in snap.members:
+        if _moves(events, m.client_id)[-1:] != [("assigned", tuple(m.partitions))]:
+            return None
     return snap
 
 
@@ -71,8 +86,8 @@ def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair
     events = EventLog(kafka, events_topic(b.group))
     observer = Observer(kafka, b.group, topic=b.topic, interval=0.5, tail_events=False).start()
     try:
-        base = wait_until(lambda: _settled(observer), JOIN_TIMEOUT_S, interval=0.5,
-                          what="ada and bruno settled, generation known")
+        base = wait_until(lambda: _settled(observer, events), JOIN_TIMEOUT_S, interval=0.5,
+                          what="ada and bruno settled, generation known, assignments handled")
         assert all(m.group_instance_id == m.client_id for m in base.members)
         assert all(r.static for r in b.status().running)
         owners = {p.partition: p.owner for p in base.partitions}
@@ -119,18 +134,15 @@ def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair
         # the timeline tells the restart apart: a rejoin, nothing moved, no rebalance
         assert all(r.reason == "rejoin" and not r.moved for r in recent), recent
 
-        moves = {"assigned", "revoked", "lost"}
-
         def ada_moves() -> list[tuple[str, tuple[int, ...]]]:
-            return [(e["type"], tuple(e["partitions"]))
-                    for e in events.of(replica="ada", since=since) if e["type"] in moves]
+            return _moves(events, "ada", since)
 
         # the old process gives its partition up locally as it closes; the new one is
         # handed the same partition back (its events may trail its commits a little)
         wait_until(lambda: ada_moves()[-1:] == [("assigned", ada_partitions)], 30,
                    what=f"ada's assigned event; it has {ada_moves()}")
         assert ada_moves() == [("revoked", ada_partitions), ("assigned", ada_partitions)]
-        assert not [e for e in events.of(replica="bruno", since=since) if e["type"] in moves]
+        assert not _moves(events, "bruno", since)
     finally:
         observer.stop()
         events.close()
