@@ -17,6 +17,7 @@ from backend.cluster.settings import (
     embedded_settings,
     resolve_settings,
 )
+from backend.contracts import BrokerView
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -43,6 +44,11 @@ class ClusterOverview:
     brokers: int
     topics: tuple[TopicInfo, ...]
     groups: tuple[GroupInfo, ...]
+    # every broker (up, or down but named in a replica list) counted over every topic's
+    # partitions, from the same metadata answer as `topics`
+    broker_views: tuple[BrokerView, ...] = ()
+    under_replicated: int = 0
+    offline_partitions: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,16 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
     """Broker count, topics and consumer groups; raises ClusterUnreachable within ~timeout."""
     from confluent_kafka.admin import AdminClient
 
+    from backend.observer.brokers import broker_views, live_brokers, placement_of, totals
+
     settings = target.settings()
     brokers = settings.check_reachable(timeout=timeout)
     admin = AdminClient(settings.client_config(**_quiet()))
     md = admin.list_topics(timeout=timeout)
+    placements = [placement_of(pm) for t in md.topics.values() if t.error is None
+                  for pm in t.partitions.values()]
+    views = broker_views(live_brokers(md.brokers), placements)
+    under, offline = totals(placements)
     topics = tuple(sorted(
         (TopicInfo(name, len(t.partitions), name.startswith("__"))
          for name, t in md.topics.items()),
@@ -108,7 +120,8 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
          for g in result.valid),
         key=lambda g: g.group_id,
     ))
-    return ClusterOverview(settings.bootstrap, settings.describe(), brokers, topics, groups)
+    return ClusterOverview(settings.bootstrap, settings.describe(), brokers, topics, groups,
+                           views, under, offline)
 
 
 def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> EngineStatus:

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.contracts import Snapshot
+from backend.contracts import ClusterEventType, Snapshot
 from dashboard.live_model import SMOOTH_S, SeriesPoint
-from dashboard.theme import REBALANCE_FILL, replica_colour
+from dashboard.theme import BROKER_DOWN, BROKER_UP, REBALANCE_FILL, broker_colour, replica_colour
 
 FONT = {"size": 16}
 PRODUCED_COLOUR = "#6b7280"
@@ -132,6 +132,64 @@ def ownership_figure(history: Sequence[Snapshot], revision: str = "timeline") ->
     fig.update_xaxes(type="date")
     fig.update_yaxes(categoryorder="array", categoryarray=[f"P{p}" for p in reversed(parts)])
     return _base_layout(fig, revision, max(250, 34 * len(parts) + 80))
+
+
+def leadership_figure(history: Sequence[Snapshot], revision: str = "leaders") -> go.Figure:
+    """Swimlanes of Kafka's side: one row per partition, coloured by its leader broker over
+    time (grey: no leader), with brokers going down (red) and up (green) as vertical lines.
+
+    Built from plain dicts, like the throughput figure: one bar trace per broker."""
+    segments: dict[int | None, list[tuple[int, int, int]]] = {}
+    open_: dict[int, tuple[int | None, int]] = {}
+    last_ts = history[-1].taken_ms if history else 0
+    for s in history:
+        if s.error:
+            continue
+        for pv in s.partitions:
+            if not pv.replicas:
+                continue  # not read in that poll
+            cur = open_.get(pv.partition)
+            if cur is None:
+                open_[pv.partition] = (pv.leader, s.taken_ms)
+            elif cur[0] != pv.leader:
+                segments.setdefault(cur[0], []).append((pv.partition, cur[1], s.taken_ms))
+                open_[pv.partition] = (pv.leader, s.taken_ms)
+    for p, (leader, since) in open_.items():
+        segments.setdefault(leader, []).append((p, since, last_ts))
+    data = []
+    for leader in sorted(segments, key=lambda b: (b is None, b or 0)):
+        segs = segments[leader]
+        name = "no leader" if leader is None else f"broker {leader}"
+        data.append({"type": "bar", "orientation": "h", "name": name,
+                     "y": [f"P{p}" for p, _, _ in segs],
+                     "x": [max(1, b - a) for _, a, b in segs],
+                     "base": [local_ms(a) for _, a, _ in segs],
+                     "marker": {"color": broker_colour(leader)},
+                     "hovertemplate": f"leader: {name}<extra></extra>"})
+    shapes, notes = [], []
+    for ev in history[-1].cluster_events if history else ():
+        down = ev.type == ClusterEventType.BROKER_DOWN
+        if not (down or ev.type == ClusterEventType.BROKER_UP) or ev.ts < history[0].taken_ms:
+            continue
+        colour = BROKER_DOWN if down else BROKER_UP
+        x = local_ms(ev.ts)
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x,
+                       "y0": 0, "y1": 1, "line": {"color": colour, "width": 2, "dash": "dash"}})
+        notes.append({"x": x, "y": 1, "xref": "x", "yref": "paper", "showarrow": False,
+                      "yanchor": "bottom", "font": {"color": colour},
+                      "text": f"broker {','.join(map(str, ev.brokers))} "
+                              f"{'down' if down else 'up'}"})
+    parts = sorted({pv.partition for s in history[-1:] for pv in s.partitions})
+    layout = {
+        "uirevision": revision, "height": max(250, 34 * len(parts) + 80), "font": FONT,
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "barmode": "overlay", "bargap": 0.25,
+        "legend": {"orientation": "h", "y": 1.12, "x": 0}, "hovermode": "closest",
+        "xaxis": {"type": "date"},
+        "yaxis": {"categoryorder": "array",
+                  "categoryarray": [f"P{p}" for p in reversed(parts)]},
+        "shapes": shapes, "annotations": notes,
+    }
+    return go.Figure(data=data, layout=layout)
 
 
 def moves_figure(moved: Sequence[tuple[int, str | None, str | None]],

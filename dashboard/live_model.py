@@ -10,7 +10,15 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from backend.contracts import Event, EventType, Snapshot
+from backend.contracts import (
+    BrokerView,
+    ClusterEvent,
+    ClusterEventType,
+    Event,
+    EventType,
+    Snapshot,
+    events_topic,
+)
 
 MAX_FEED = 200
 MAX_POINTS = 300  # ≈ 5 min at one snapshot per second
@@ -19,6 +27,9 @@ SMOOTH_LEAD = 20  # snapshots read before the first point shown, to fill its win
 HANDOVER_S = 8.0  # how long a partition that changed owner stays highlighted
 HANDOVER_LOOKBACK_S = 120.0  # how far back to look for a partition's previous owner
 MAX_STREAMS_PER_REVOKE = 50
+MAX_LISTED_PARTITIONS = 12  # a cluster feed line names at most this many partitions
+KAFKA = "kafka"  # the feed's "replica" of Kafka's own changes, so the filter can pick them
+CLUSTER_KINDS = frozenset({"broker", "leader", "isr"})
 
 
 # ---- replica cards ----------------------------------------------------------------------
@@ -34,6 +45,37 @@ class ReplicaCard:
     managed: bool  # started by this supervisor (so the page may kill / stop it)
     detail: str = ""  # e.g. "killed (SIGKILL) 12 s ago"
     external: bool = False  # in the group but not started by this supervisor (a participant)
+    target: tuple[int, ...] | None = None  # KIP-848: the partitions the coordinator intends
+
+
+# ---- whose group, and its words -------------------------------------------------------------
+
+def is_own_group(group: str, topics: Iterable[str] = (), events_seen: bool = False) -> bool:
+    """A groupscope group: its replicas publish to `<group>.events` (the topic exists, or the
+    observer has read events from it). The same rule as the overview's `GroupRow.own`."""
+    return events_seen or events_topic(group) in set(topics)
+
+
+def member_noun(own: bool) -> str:
+    """"replica" is groupscope's word for its own members; any other group has members."""
+    return "replica" if own else "member"
+
+
+def generation_label(protocol: str) -> str:
+    """KIP-848 groups (protocol "consumer") count group epochs, classic ones generations."""
+    return "group epoch" if protocol == "consumer" else "generation"
+
+
+def assignment_text(partitions: Sequence[int], target: Sequence[int] | None = None) -> str:
+    """"P1,P2", or "P1,P2 → target P1,P2,P3" while a KIP-848 member is still reconciling
+    towards the assignment the coordinator chose for it."""
+    def names(ps: Sequence[int]) -> str:
+        return ",".join(f"P{p}" for p in sorted(ps)) or "none"
+
+    now = names(partitions)
+    if target is None or sorted(target) == sorted(partitions):
+        return now
+    return f"{now} → target {names(target)}"
 
 
 def _heartbeats(events: Iterable[Event]) -> dict[str, Event]:
@@ -81,6 +123,7 @@ def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
             info is not None,
             "not started here" if info is None and supervised else "",
             info is None and bool(supervised),
+            tuple(sorted(m.target_partitions)) if m.target_partitions is not None else None,
         ))
     for name, info in sorted(managed.items()):
         if name in seen:
@@ -136,26 +179,27 @@ def idle_replicas(snap: Snapshot) -> list[str]:
     return sorted(m.client_id for m in live if not m.partitions)
 
 
-def idle_warning(snap: Snapshot) -> str | None:
+def idle_warning(snap: Snapshot, noun: str = "replica") -> str | None:
     """The golden rule, when the group breaks it: name the idle replicas once it is settled.
 
     Mid-rebalance every joining member looks idle for a moment, so then only the count that
-    will be idle is given, not names that would be wrong a second later.
+    will be idle is given, not names that would be wrong a second later. `noun` is
+    member_noun(): "replica" only for groupscope's own groups.
     """
     n = snap.partition_count or len(snap.partitions)
     live = sum(1 for m in snap.members if m.alive)
     if n <= 0 or live <= n:
         return None
-    rule = ("Rule: a partition is read by one replica of the group at a time, so a group "
-            "never has more busy replicas than partitions.")
+    rule = (f"Rule: a partition is read by one {noun} of the group at a time, so a group "
+            f"never has more busy {noun}s than partitions.")
     idle = idle_replicas(snap)
     if snap.state != "Stable" or len(idle) != live - n:
         spare = live - n
-        return (f"{live} replicas share {n} partitions: once the group settles, {spare} of "
+        return (f"{live} {noun}s share {n} partitions: once the group settles, {spare} of "
                 f"them will be idle. {rule}")
     names = ", ".join(idle)
     verb = "is" if len(idle) == 1 else "are"
-    return f"{live} replicas share {n} partitions, so {names} {verb} idle. {rule}"
+    return f"{live} {noun}s share {n} partitions, so {names} {verb} idle. {rule}"
 
 
 # ---- event feed ---------------------------------------------------------------------------
@@ -165,7 +209,9 @@ class FeedItem:
     ts: int
     replica: str
     stream: str | None
-    kind: str  # received | revoked | assigned | lost | joined | left | crashed | error
+    # received | revoked | assigned | lost | joined | left | crashed | error, and Kafka's own
+    # (CLUSTER_KINDS): broker (down / up) | leader | isr
+    kind: str
     text: str
 
 
@@ -174,9 +220,54 @@ def _parts(ev: Event) -> str:
     return ", ".join(str(p) for p in parts) if parts else "none"
 
 
-def feed_items(events: Iterable[Event], supervised: Sequence[object] = ()) -> list[FeedItem]:
-    """The feed newest first, in the Quix wording, plus joins, leaves and crashes."""
+def _listed(parts: Sequence[str]) -> str:
+    shown = ", ".join(parts[:MAX_LISTED_PARTITIONS])
+    more = len(parts) - MAX_LISTED_PARTITIONS
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _ids(brokers: Sequence[int]) -> str:
+    return ",".join(map(str, brokers)) or "none"
+
+
+def cluster_feed_items(events: Iterable[ClusterEvent]) -> list[FeedItem]:
+    """Kafka's changes as feed lines, one per poll and kind: a broker killed under six
+    partitions is three lines (down, leaders moved, left the ISR), not thirteen."""
+    T = ClusterEventType
+    grouped: dict[tuple[int, str, tuple[int, ...]], list[ClusterEvent]] = {}
+    for ev in events:
+        # ISR changes are grouped by the brokers that left or joined, leader moves per poll
+        who = ev.brokers if ev.type in (T.ISR_SHRUNK, T.ISR_EXPANDED, T.BROKER_DOWN,
+                                        T.BROKER_UP) else ()
+        grouped.setdefault((ev.ts, ev.type, who), []).append(ev)
     items: list[FeedItem] = []
+    for (ts, kind, who), evs in grouped.items():
+        parts = [f"P{e.partition}" for e in evs if e.partition is not None]
+        if kind == T.BROKER_DOWN:
+            items.append(FeedItem(ts, KAFKA, None, "broker",
+                                  f"Broker {_ids(who)} went down"))
+        elif kind == T.BROKER_UP:
+            items.append(FeedItem(ts, KAFKA, None, "broker",
+                                  f"Broker {_ids(who)} is up"))
+        elif kind == T.LEADER_CHANGED:
+            moves = [f"P{e.partition} {_ids(e.before)} → "
+                     f"{_ids(e.after) if e.after else 'no leader'}" for e in evs]
+            items.append(FeedItem(ts, KAFKA, None, "leader",
+                                  f"Leader moved: {_listed(moves)}"))
+        elif kind == T.ISR_SHRUNK:
+            items.append(FeedItem(ts, KAFKA, None, "isr",
+                                  f"Broker {_ids(who)} left the ISR of {_listed(parts)}"))
+        elif kind == T.ISR_EXPANDED:
+            items.append(FeedItem(ts, KAFKA, None, "isr",
+                                  f"Broker {_ids(who)} rejoined the ISR of {_listed(parts)}"))
+    return items
+
+
+def feed_items(events: Iterable[Event], supervised: Sequence[object] = (),
+               cluster: Iterable[ClusterEvent] = ()) -> list[FeedItem]:
+    """The feed newest first, in the Quix wording, plus joins, leaves and crashes, and
+    Kafka's own changes (`cluster`: brokers down and up, leaders, ISRs)."""
+    items: list[FeedItem] = cluster_feed_items(cluster)
     for ev in events:
         t, r = ev.type, ev.replica
         if t == EventType.STREAM_RECEIVED:
@@ -220,6 +311,34 @@ def filter_feed(items: Iterable[FeedItem], replicas: Sequence[str] = (),
     return [i for i in items
             if (not replicas or i.replica in replicas)
             and (not stream or (i.stream is not None and stream in i.stream.lower()))]
+
+
+# ---- brokers ---------------------------------------------------------------------------
+
+def multi_broker(brokers: Sequence[BrokerView]) -> bool:
+    """Leaders and ISRs are worth showing only on a cluster of more than one broker."""
+    return len(brokers) > 1
+
+
+def broker_line(b: BrokerView) -> str:
+    """"leads 2 · 6 replicas · 1 under-replicated · 6 out of ISR · 0 offline" (only the
+    nonzero troubles)."""
+    parts = [f"leads {b.leaders}", f"{b.replicas} replica{'' if b.replicas == 1 else 's'}"]
+    if b.under_replicated:
+        parts.append(f"{b.under_replicated} under-replicated")
+    if b.out_of_sync:
+        parts.append(f"{b.out_of_sync} out of ISR")
+    if b.offline:
+        parts.append(f"{b.offline} offline")
+    return " · ".join(parts)
+
+
+def brokers_summary(brokers: Sequence[BrokerView], under: int, offline: int) -> str:
+    """"2 of 3 brokers up · 6 under-replicated · 0 offline partitions"."""
+    up = sum(b.up for b in brokers)
+    return (f"{up} of {len(brokers)} broker{'' if len(brokers) == 1 else 's'} up · "
+            f"{under} under-replicated · {offline} offline partition"
+            f"{'' if offline == 1 else 's'}")
 
 
 # ---- throughput and lag over time ----------------------------------------------------------

@@ -10,6 +10,11 @@ keeps up), participants' members are light dashed chips beside the solid replica
 "from <previous owner>" for a few seconds (live_model.handovers). Cells keep their plain
 class names (`p`, `own`) and carry the highlight as data attributes, so anything that reads
 the lanes by class still does.
+
+On a cluster of more than one broker each partition cell also names Kafka's side of the
+partition, "L2 · ISR 1,2,3": its leader and in-sync replicas, amber while the ISR is short of
+the replica set, red while the partition has no leader. On one broker it would say "L1 · ISR
+1" on every lane, which teaches nothing, so the single-broker demo keeps its lanes as they were.
 """
 
 from __future__ import annotations
@@ -17,9 +22,18 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from html import escape
 
-from backend.contracts import Snapshot
-from dashboard.live_model import Handover, ReplicaCard
-from dashboard.theme import PARTICIPANT_TEXT, health_fill, member_style
+from backend.contracts import BrokerView, PartitionView, Snapshot
+from dashboard.live_model import Handover, ReplicaCard, assignment_text, broker_line
+from dashboard.theme import (
+    BROKER_DOWN,
+    BROKER_UP,
+    OFFLINE_FILL,
+    PARTICIPANT_TEXT,
+    UNDER_REPLICATED_FILL,
+    broker_colour,
+    health_fill,
+    member_style,
+)
 
 MAX_CHIPS_PER_LANE = 40
 HANDOVER_OUTLINE = "#facc15"  # yellow: neither a health nor a member colour
@@ -29,6 +43,12 @@ LANE_CSS = """
 .gs-lanes { display:grid; grid-template-columns: 3.2rem 9rem 1fr 11rem; gap:0.25rem 0.6rem;
             align-items:center; font-size:1rem; }
 .gs-lanes .p { font-weight:800; font-size:1.1rem; border-radius:0.4rem; text-align:center; }
+.gs-lanes.gs-kafka { grid-template-columns: 8.2rem 9rem 1fr 11rem; }
+.gs-lanes .p .kafka { display:block; font-size:0.85rem; font-weight:700; white-space:nowrap;
+                      font-family:ui-monospace,monospace; border-radius:0.3rem;
+                      overflow:hidden; text-overflow:ellipsis; }
+.gs-lanes .p .kafka[data-under] { background:KAFKA_UNDER; color:DARK_TEXT; }
+.gs-lanes .p .kafka[data-offline] { background:KAFKA_OFFLINE; color:#fff; }
 .gs-lanes .own { color:#fff; border-radius:0.4rem; padding:0.15rem 0.5rem; font-weight:700;
                  white-space:nowrap; overflow:hidden; text-overflow:ellipsis;
                  border:0.14rem solid transparent; }
@@ -57,8 +77,19 @@ LANE_CSS = """
               font-size:0.85rem; color:#fff; }
 .gs-card .d { font-size:0.95rem; }
 .gs-card.dead { opacity:0.55; }
+.gs-brokers { display:grid; grid-template-columns:repeat(auto-fill, minmax(14rem, 1fr));
+              gap:0.5rem; }
+.gs-broker { border-left:0.6rem solid var(--c); border-radius:0.5rem; padding:0.35rem 0.7rem;
+             background:rgba(127,127,127,0.10); }
+.gs-broker .n { font-size:1.2rem; font-weight:800; }
+.gs-broker .s { float:right; font-weight:700; border-radius:0.6rem; padding:0 0.5rem;
+                font-size:0.85rem; color:#fff; }
+.gs-broker .d { font-size:0.9rem; }
+.gs-broker.down { background:rgba(153,27,27,0.12); }
+.gs-broker.down .n { text-decoration:line-through; }
 </style>
-""".replace("HANDOVER", HANDOVER_OUTLINE).replace("DARK_TEXT", PARTICIPANT_TEXT)
+""".replace("HANDOVER", HANDOVER_OUTLINE).replace("DARK_TEXT", PARTICIPANT_TEXT).replace(
+    "KAFKA_UNDER", UNDER_REPLICATED_FILL).replace("KAFKA_OFFLINE", OFFLINE_FILL)
 
 STATUS_COLOURS = {"alive": "#047857", "idle": "#b45309", "dead": "#991b1b",
                   "external": "#475569"}
@@ -76,6 +107,7 @@ def lanes_html(snap: Snapshot, external: Collection[str] = (),
     for s in snap.streams:
         streams.setdefault(s.partition, []).append(s.stream_id)
     moved = moved or {}
+    kafka = len(snap.brokers) > 1
     max_lag = max((p.lag_messages for p in snap.partitions), default=0) or 1
     rows: list[str] = []
     for p in sorted(snap.partitions, key=lambda pv: pv.partition):
@@ -99,8 +131,9 @@ def lanes_html(snap: Snapshot, external: Collection[str] = (),
             own_title = (f' title="moved from {escape(hand.previous)} to {escape(hand.owner)} '
                          f'{ago:.0f} s ago"')
             from_tag = f'<span class="from">from {escape(hand.previous)}</span>'
+        side = kafka_tag(p) if kafka else ""
         rows.append(
-            f'<div class="p"{mark} title="health {escape(p.health)}">P{p.partition}</div>'
+            f'<div class="p"{mark} title="health {escape(p.health)}">P{p.partition}{side}</div>'
             f'<div class="own"{mark}{own_title} style="{chip_css}">{label}{from_tag}</div>'
             f'<div class="chips"{mark} style="box-shadow: inset 0.25rem 0 0 {look.outline}">'
             f'{chips}</div>'
@@ -111,16 +144,45 @@ def lanes_html(snap: Snapshot, external: Collection[str] = (),
         )
     header = ('<div><b>part.</b></div><div><b>owner</b></div><div><b>streams</b></div>'
               '<div><b>lag</b></div>')
-    return f'{LANE_CSS}<div class="gs-lanes" data-testid="gs-lanes">{header}{"".join(rows)}</div>'
+    grid = "gs-lanes gs-kafka" if kafka else "gs-lanes"
+    return (f'{LANE_CSS}<div class="{grid}" data-testid="gs-lanes">{header}'
+            f'{"".join(rows)}</div>')
 
 
-def cards_html(cards: list[ReplicaCard]) -> str:
+def kafka_text(p: PartitionView) -> str:
+    """"L2 · ISR 1,2,3"; "no leader · ISR 3" when offline; "" when not known."""
+    if not p.replicas:
+        return ""
+    leader = "no leader" if p.leader is None else f"L{p.leader}"
+    return f"{leader} · ISR {','.join(map(str, sorted(p.isr))) or '–'}"  # ids in order
+
+
+def kafka_tag(p: PartitionView) -> str:
+    """The partition cell's second line: leader and ISR, marked when short or offline."""
+    text = kafka_text(p)
+    if not text:
+        return ""
+    state = " data-offline" if p.offline else " data-under" if p.under_replicated else ""
+    title = (f"leader {'none' if p.leader is None else p.leader}, replicas "
+             f"{','.join(map(str, p.replicas))}, in sync {','.join(map(str, p.isr)) or 'none'}")
+    return (f'<span class="kafka"{state} data-leader="{"" if p.leader is None else p.leader}" '
+            f'data-isr="{",".join(map(str, p.isr))}" title="{title}">{text}</span>')
+
+
+def cards_html(cards: list[ReplicaCard], own: bool = True) -> str:
+    """One card per member. The msg/s and batch line comes from groupscope replicas'
+    heartbeats, so only a groupscope group (`own`) has it; a KIP-848 member still moving
+    towards its target assignment shows both ("P1,P2 → target P1,P2,P3")."""
     out: list[str] = []
     for c in cards:
         look = member_style(c.name, c.external)
-        parts = ", ".join(str(p) for p in c.partitions) or "none"
+        if c.target is not None and sorted(c.target) != sorted(c.partitions):
+            parts = escape(assignment_text(c.partitions, c.target))
+        else:
+            parts = ", ".join(str(p) for p in c.partitions) or "none"
         rate = f"{c.rate:,.0f} msg/s" if c.rate is not None else "– msg/s"
         batch = f"batch {c.last_batch_ms:,.0f} ms" if c.last_batch_ms is not None else "batch –"
+        stats = f'<div class="d">{rate} · {batch}</div>' if own else ""
         detail = f'<div class="d gs-muted">{escape(c.detail)}</div>' if c.detail else ""
         out.append(
             f'<div class="gs-card {c.status}{" ext" if c.external else ""}" '
@@ -128,6 +190,24 @@ def cards_html(cards: list[ReplicaCard]) -> str:
             f'<span class="s" style="background:{STATUS_COLOURS.get(c.status, "#475569")}">'
             f'{c.status}</span><div class="n">{escape(c.name)}</div>'
             f'<div class="d">partitions <b>{parts}</b> · <b>{c.streams}</b> streams</div>'
-            f'<div class="d">{rate} · {batch}</div>{detail}</div>'
+            f'{stats}{detail}</div>'
         )
     return f'{LANE_CSS}<div class="gs-cards">{"".join(out)}</div>'
+
+
+def broker_card_html(b: BrokerView) -> str:
+    """One broker: id in its stable colour, up or down, address, what it leads and holds."""
+    state = "up" if b.up else "down"
+    address = escape(b.address) if b.address else "address unknown (never seen up)"
+    return (f'<div class="gs-broker {state}" style="--c:{broker_colour(b.broker_id)}" '
+            f'data-broker="{b.broker_id}" data-state="{state}">'
+            f'<span class="s" style="background:{BROKER_UP if b.up else BROKER_DOWN}">'
+            f'{state}</span><div class="n">broker {b.broker_id}</div>'
+            f'<div class="d gs-muted">{address}</div>'
+            f'<div class="d">{escape(broker_line(b))}</div></div>')
+
+
+def brokers_html(brokers: list[BrokerView] | tuple[BrokerView, ...]) -> str:
+    """Every broker as a card, in one grid (no controls: a production cluster's view)."""
+    cards = "".join(broker_card_html(b) for b in brokers)
+    return f'{LANE_CSS}<div class="gs-brokers" data-testid="gs-brokers">{cards}</div>'

@@ -120,6 +120,17 @@ class Poller(Generic[T]):
         self._first.set()
 
 
+def first_value(read: Callable[[], T | None], wait_s: float) -> T | None:
+    """`read()`, retried for up to `wait_s` while it has nothing yet: the first page load
+    after a watcher starts waits for its first result instead of drawing an empty page."""
+    deadline = time.monotonic() + wait_s
+    value = read()
+    while value is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the watcher's own thread produces it; nothing to wait on but time
+        value = read()
+    return value
+
+
 # ---- shared instances (one per process, for every tab) -------------------------------------
 # Streamlit's cache_resource holds one object per argument tuple for the whole server process;
 # on_release stops the thread when an entry is evicted or the cache is cleared.
@@ -160,7 +171,43 @@ def _engine_poller(remote: str, interval_s: float) -> Poller:
 
 # ---- the group observer and the supervisor's status ----------------------------------------
 
-class SharedObserver:
+class _IdleStopped:
+    """What SharedObserver and SharedOverview share: a reader marks each read (`_touch`),
+    and a watchdog thread calls `_halt` once nobody has read for `idle_stop_s`."""
+
+    def __init__(self, idle_stop_s: float) -> None:
+        self.idle_stop_s = idle_stop_s
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._last_read = time.monotonic()
+        self._watchdog: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def _touch(self) -> None:
+        self._last_read = time.monotonic()
+
+    def _ensure_watchdog(self, name: str) -> None:
+        """Called under `_lock` once the watched thing runs."""
+        if self._watchdog is None or not self._watchdog.is_alive():
+            self._closed.clear()
+            self._watchdog = threading.Thread(target=self._watch, daemon=True, name=name)
+            self._watchdog.start()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(2.0):
+            if time.monotonic() - self._last_read > self.idle_stop_s:
+                self._halt()
+                return
+
+    def _halt(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._closed.set()
+        self._halt()
+
+
+class SharedObserver(_IdleStopped):
     """One backend.observer.Observer per (cluster, group, topic), shared by every tab.
 
     The Observer runs its own thread; this wrapper starts it on first read, reports a bad
@@ -171,50 +218,34 @@ class SharedObserver:
     def __init__(self, target: object, group: str, topic: str | None,
                  interval_s: float = 0.5, idle_stop_s: float = 300.0) -> None:
         # Half the page's 1 s refresh: a rebalance reaches the lanes within one refresh.
+        super().__init__(idle_stop_s)
         self.target = target
         self.group = group
         self.topic = topic
         self.interval_s = interval_s
-        self.idle_stop_s = idle_stop_s
-        self.error: str | None = None
         self._observer = None
-        self._lock = threading.Lock()
-        self._last_read = time.monotonic()
-        self._watchdog: threading.Thread | None = None
-        self._closed = threading.Event()
 
     def _ensure(self):
-        self._last_read = time.monotonic()
+        self._touch()
         with self._lock:
             if self._observer is None:
                 from backend.observer.observer import Observer
 
-                try:
+                try:  # settings, and the client they make (a key it cannot decrypt)
                     settings = self.target.settings()  # type: ignore[attr-defined]
+                    self._observer = Observer(settings, self.group, self.topic,
+                                              interval=self.interval_s)
                 except Exception as exc:
                     self.error = one_line(exc)
                     return None
-                self._observer = Observer(settings, self.group, self.topic,
-                                          interval=self.interval_s)
                 self.error = None
             self._observer.start()  # a no-op while its thread runs
-            if self._watchdog is None or not self._watchdog.is_alive():
-                self._closed.clear()
-                self._watchdog = threading.Thread(target=self._watch, daemon=True,
-                                                  name=f"observer-watch:{self.group}")
-                self._watchdog.start()
+            self._ensure_watchdog(f"observer-watch:{self.group}")
             return self._observer
 
     def latest(self, wait_s: float = 0.0):
         obs = self._ensure()
-        if obs is None:
-            return None
-        deadline = time.monotonic() + wait_s
-        snap = obs.latest()
-        while snap is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            snap = obs.latest()
-        return snap
+        return None if obs is None else first_value(obs.latest, wait_s)
 
     def history(self, since_ms: int | None = None) -> tuple:
         obs = self._ensure()
@@ -224,20 +255,10 @@ class SharedObserver:
         obs = self._ensure()
         return obs.summaries() if obs is not None else {}
 
-    def _watch(self) -> None:
-        while not self._closed.wait(2.0):
-            if time.monotonic() - self._last_read > self.idle_stop_s:
-                self._halt()
-                return
-
     def _halt(self) -> None:
         with self._lock:
             if self._observer is not None:
                 self._observer.stop(timeout=5.0)
-
-    def stop(self) -> None:
-        self._closed.set()
-        self._halt()
 
 
 def observer_for(target: object, group: str, topic: str | None) -> SharedObserver:
@@ -275,3 +296,114 @@ def _supervisor_poller(data_dir: str, interval_s: float) -> Poller:
         return ControlClient.discover(Path(data_dir), timeout=2.0).status()
 
     return Poller(f"supervisor:{data_dir}", probe, interval_s)
+
+
+def broker_poller(data_dir: str, interval_s: float = 1.0) -> Poller:
+    """The brokers the supervisor runs (its broker control routes), for the broker buttons;
+    an empty list from a supervisor that runs none."""
+    return _broker_poller(data_dir, interval_s)
+
+
+@_cached
+def _broker_poller(data_dir: str, interval_s: float) -> Poller:
+    from pathlib import Path
+
+    def probe():
+        from backend.supervisor.client import ControlClient
+
+        client = ControlClient.discover(Path(data_dir), timeout=2.0)
+        return client.brokers().brokers
+
+    return Poller(f"brokers:{data_dir}", probe, interval_s)
+
+
+# ---- the cluster overview (every group) ----------------------------------------------------
+
+def same_cluster(a: str, b: str) -> bool:
+    """Two bootstrap lists name the same cluster (order, case and spaces aside)."""
+    def norm(s: str) -> frozenset[str]:
+        return frozenset(h.strip().lower() for h in s.split(",") if h.strip())
+    return bool(norm(a)) and norm(a) == norm(b)
+
+
+class SharedOverview(_IdleStopped):
+    """One backend.observer.overview.OverviewWatcher per cluster, shared by every tab.
+
+    When the process already runs an always-on watcher for this cluster (`groupscope
+    exporter`, `watch --metrics-port`: backend/exporter/shared.py) pages read that one, so a
+    cluster never has two watchers' requests; it is never stopped from here. Otherwise this
+    wrapper starts its own on first read and stops it after `idle_stop_s` without readers (a
+    stopped watcher cannot restart: the next read starts a fresh one, its trends anew).
+    """
+
+    def __init__(self, target: object, interval_s: float = 10.0,
+                 idle_stop_s: float = 300.0) -> None:
+        super().__init__(idle_stop_s)
+        self.target = target
+        self.interval_s = interval_s
+        self._settings = None
+        self._own = None  # the watcher this wrapper started, if any
+
+    def watcher(self):
+        """The watcher to read, running; None (and `error` set) when the settings are bad."""
+        from backend.exporter.shared import process_watcher
+
+        self._touch()
+        with self._lock:
+            if self._settings is None:
+                try:
+                    self._settings = self.target.settings()  # type: ignore[attr-defined]
+                except Exception as exc:
+                    self.error = one_line(exc)
+                    return None
+                self.error = None
+            shared = process_watcher()
+            if shared is not None and same_cluster(shared.settings.bootstrap,
+                                                   self._settings.bootstrap):
+                if self._own is not None:  # registered after ours started: keep one
+                    own, self._own = self._own, None
+                    threading.Thread(target=own.stop, daemon=True).start()
+                return shared
+            if self._own is None:
+                from backend.observer.overview import OverviewWatcher
+
+                try:  # the client its settings make may be refused (a key it cannot decrypt)
+                    self._own = OverviewWatcher(self._settings, interval=self.interval_s)
+                except Exception as exc:
+                    self.error = one_line(exc)
+                    return None
+                self.error = None
+                self._own.start()
+                self._ensure_watchdog("overview-watch")
+            return self._own
+
+    def latest(self, wait_s: float = 0.0):
+        """The newest Overview; on the first read, wait up to `wait_s` for the listing."""
+        watcher = self.watcher()
+        return None if watcher is None else first_value(watcher.latest, wait_s)
+
+    def prioritise(self, groups: list[str]) -> None:
+        watcher = self.watcher()
+        if watcher is not None:
+            watcher.prioritise(groups)
+
+    def wake(self) -> None:
+        watcher = self.watcher()
+        if watcher is not None:
+            watcher.wake()
+
+    def _halt(self) -> None:
+        with self._lock:
+            own, self._own = self._own, None
+        if own is not None:
+            own.stop()
+
+
+def overview_for(target: object) -> SharedOverview:
+    """The cluster overview every Groups page tab reads (one watcher per cluster)."""
+    return _overview_for(target)
+
+
+@_cached_observer
+def _overview_for(target: object) -> SharedOverview:
+    return SharedOverview(target)

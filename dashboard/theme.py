@@ -47,6 +47,26 @@ HEALTH_FILLS: dict[str, str] = {
 }
 UNKNOWN_HEALTH_FILL = "#6b7280"
 
+# Kafka's side of a partition: an ISR short of its replicas (amber, dark text) and a partition
+# with no leader (red): the same words as health, so the room reads them the same way.
+UNDER_REPLICATED_FILL = "#fcd34d"
+OFFLINE_FILL = "#b91c1c"
+BROKER_UP = "#047857"
+BROKER_DOWN = "#991b1b"
+# Brokers are told apart by id, in a palette of their own (dark slate-family tones with a hue
+# each), stable by id, so "broker 2" is the same colour in every chart and never looks like
+# a replica.
+BROKER_PALETTE: tuple[str, ...] = (
+    "#334155", "#7c2d12", "#064e3b", "#312e81", "#713f12", "#4c1d95", "#134e4a", "#831843",
+)
+
+
+def broker_colour(broker_id: int | None) -> str:
+    """A stable colour for a broker id; grey for none (a partition without a leader)."""
+    if broker_id is None:
+        return UNOWNED
+    return BROKER_PALETTE[(broker_id - 1) % len(BROKER_PALETTE)]
+
 # Participants' palette: (fill, outline) pairs, Tailwind 200 tints and 700 tones of the same
 # hue. Dark text on every fill has a contrast ratio above 12.
 PARTICIPANT_PALETTE: tuple[tuple[str, str], ...] = (

@@ -9,7 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.checks import ClusterTarget
+from dashboard.context import env_context
 from dashboard.pollers import cluster_poller, engine_poller
+from dashboard.views.brokers import status_section
+from dashboard.views.executors import executors_section
 from dashboard.views.status import render_status
 
 st.title("Cluster status")
@@ -24,6 +27,8 @@ def _panel() -> None:
     cluster = cluster_poller(target).latest(wait_s=5.0)
     engine = engine_poller(remote).latest(wait_s=5.0)
     render_status(target, cluster, remote, engine)
+    executors_section(remote)
+    status_section(env_context(), cluster)
 
 
 _panel()

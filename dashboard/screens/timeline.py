@@ -8,8 +8,9 @@ import time
 import pandas as pd
 import streamlit as st
 
+from dashboard import live_model as lm
 from dashboard.context import current_context
-from dashboard.figures import moves_figure, ownership_figure
+from dashboard.figures import leadership_figure, moves_figure, ownership_figure
 from dashboard.panels import lanes_html
 from dashboard.pollers import observer_for
 from dashboard.views.live import header_badges
@@ -66,6 +67,29 @@ def _rebalances() -> None:
 
 
 _rebalances()
+
+
+@st.fragment(run_every=2.0)
+def _kafka() -> None:
+    """Leaders over time and Kafka's changes, on a cluster of more than one broker."""
+    shared = observer_for(ctx.target, ctx.group, ctx.topic)
+    snap = shared.latest()
+    if snap is None or not lm.multi_broker(snap.brokers):
+        return
+    st.markdown(f"#### Leaders of `{snap.topic or '?'}` over time")
+    st.plotly_chart(leadership_figure(shared.history(), revision=f"leaders-{ctx.group}"),
+                    key="leaders", config={"displayModeBar": False})
+    items = sorted(lm.cluster_feed_items(snap.cluster_events), key=lambda i: i.ts,
+                   reverse=True)
+    st.markdown(f"#### Kafka changes ({len(items)})")
+    if not items:
+        st.caption("No broker, leader or ISR change seen since the dashboard started watching.")
+        return
+    st.dataframe(pd.DataFrame([{"time": _t(i.ts), "change": i.text} for i in items]),
+                 hide_index=True, width="stretch", key="kafka_changes")
+
+
+_kafka()
 
 st.markdown("#### Scrub back")
 shared = observer_for(ctx.target, ctx.group, ctx.topic)

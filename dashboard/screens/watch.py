@@ -65,16 +65,21 @@ def _groups() -> None:
     overview = reading.value or reading.last_ok
     if overview is None:
         return
-    groups = [g for g in overview.groups if not g.simple]
-    if not groups:
+    # offsets-only groups too (no member protocol: Spark, Flink, tools that only commit):
+    # the Groups page lists them with their lag, and opens them here
+    groups = list(overview.groups)
+    ids = [g.group_id for g in groups]
+    if chosen is not None and chosen.group not in ids:  # opened from Groups, not listed yet
+        ids.insert(0, chosen.group)
+    if not ids:
         st.info("No consumer groups on this cluster.")
         return
-    ids = [g.group_id for g in groups]
     preferred = (chosen.group if chosen else None) or base.group
     default = ids.index(preferred) if preferred in ids else 0
-    labels = {g.group_id: f"{g.group_id} · {g.state} · {g.type}" for g in groups}
+    labels = {g.group_id: f"{g.group_id} · {g.state} · {g.type}"
+              + (" · offsets only" if g.simple else "") for g in groups}
     pick = st.selectbox("consumer group", ids, index=default, key="watch_group",
-                        format_func=labels.get)
+                        format_func=lambda g: labels.get(g, g))
     ctx = ViewContext(target, pick, None, read_only=True, watching=target != base.target)
     if st.session_state.get(WATCH_KEY) != ctx:
         st.session_state[WATCH_KEY] = ctx

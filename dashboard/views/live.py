@@ -15,8 +15,9 @@ from dashboard import live_model as lm
 from dashboard.context import ViewContext
 from dashboard.figures import throughput_lag_figure
 from dashboard.panels import cards_html, lanes_html
-from dashboard.pollers import Reading, observer_for, supervisor_poller
+from dashboard.pollers import Reading, cluster_poller, observer_for, supervisor_poller
 from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
+from dashboard.views.brokers import brokers_panel
 from dashboard.views.room import join_panel, leaderboard_panel
 
 REFRESH_S = 1.0
@@ -42,6 +43,19 @@ def _supervised(ctx: ViewContext) -> tuple:
     return status.replicas if status.group == ctx.group else ()
 
 
+def _own(ctx: ViewContext, snap: Snapshot) -> bool:
+    """Is this a groupscope group, whose members are replicas with heartbeats and dead
+    letters? The Live page's group is the stack's own; another is if its replicas' events
+    topic exists (the cluster poller's topic list, already read for the Watch page)."""
+    if not ctx.read_only and not ctx.watching:
+        return True
+    if snap.events:
+        return True
+    reading: Reading | None = cluster_poller(ctx.target).latest()
+    cluster = (reading.value or reading.last_ok) if reading is not None else None
+    return lm.is_own_group(ctx.group, (t.name for t in cluster.topics) if cluster else ())
+
+
 def _waiting(ctx: ViewContext) -> None:
     shared = observer_for(ctx.target, ctx.group, ctx.topic)
     if shared.error:
@@ -57,27 +71,33 @@ def header_badges(snap: Snapshot) -> str:
     return (f":{STATE_COLOURS.get(state, 'gray')}-badge[{state}] "
             f":blue-badge[{proto}] "
             f":{HEALTH_COLOURS.get(snap.health, 'gray')}-badge[health {snap.health}]"
-            f" generation **{gen}**")
+            f" {lm.generation_label(snap.protocol)} **{gen}**"
+            + ("" if snap.target_epoch is None else f" · target epoch **{snap.target_epoch}**"))
 
 
 # ---- drawing from data (no I/O): also what bench/dashboard_refresh.py times -------------
 
-def draw_header(snap: Snapshot, where: str = "") -> None:
+def draw_header(snap: Snapshot, where: str = "", own: bool = True) -> None:
+    """Badges and tiles. Only a groupscope group (`own`) has replicas and a dead-letter
+    topic; any other group has members and no dead-letter tile."""
     st.markdown(f"### {snap.group} {header_badges(snap)}")
     if snap.error:
         at = f" at {where}" if where else ""
         st.error(f"Kafka{at}: {snap.error} (retrying every second)", icon=":material/cloud_off:")
     live = [m for m in snap.members if m.alive]
-    c = st.columns(6)
-    c[0].metric("replicas", len(live))
+    noun = lm.member_noun(own)
+    c = st.columns(6 if own else 5)
+    c[0].metric(f"{noun}s", len(live))
     c[1].metric("partitions", snap.partition_count or len(snap.partitions))
     c[2].metric("streams", len(snap.streams))
     c[3].metric("rebalances", len(snap.rebalances))
     c[4].metric("total lag", f"{snap.total_lag:,}")
-    c[5].metric("dead letters", f"{lm.dead_letter_total(snap):,}",
-                help="Malformed input records set aside on the dead-letter topic, as counted "
-                     "by the live replicas' latest heartbeats (a restarted replica counts anew).")
-    warning = lm.idle_warning(snap)
+    if own:
+        c[5].metric("dead letters", f"{lm.dead_letter_total(snap):,}",
+                    help="Malformed input records set aside on the dead-letter topic, as "
+                         "counted by the live replicas' latest heartbeats (a restarted "
+                         "replica counts anew).")
+    warning = lm.idle_warning(snap, noun)
     if warning:
         st.warning(warning, icon=":material/bedtime:")
 
@@ -92,13 +112,14 @@ def draw_lanes(snap: Snapshot, history: tuple = (), supervised: tuple = ()) -> N
     st.html(lanes_html(snap, lm.external_members(snap, supervised), moved))
 
 
-def draw_cards(snap: Snapshot, supervised: tuple) -> None:
-    st.markdown("#### Replicas")
+def draw_cards(snap: Snapshot, supervised: tuple, own: bool = True) -> None:
+    noun = lm.member_noun(own)
+    st.markdown(f"#### {noun.capitalize()}s")
     cards = lm.replica_cards(snap, supervised)
     if not cards:
-        st.caption("No replica is in the group.")
+        st.caption(f"No {noun} is in the group.")
         return
-    st.html(cards_html(cards))
+    st.html(cards_html(cards, own=own))
 
 
 def draw_chart(snap: Snapshot, history: tuple, revision: str) -> None:
@@ -111,7 +132,7 @@ def draw_chart(snap: Snapshot, history: tuple, revision: str) -> None:
 
 def draw_feed(snap: Snapshot, supervised: tuple) -> None:
     st.markdown("#### Events")
-    items = lm.feed_items(snap.events, supervised)
+    items = lm.feed_items(snap.events, supervised, snap.cluster_events)
     names = sorted({i.replica for i in items})
     f1, f2 = st.columns(2)
     chosen = f1.multiselect("replica", names, key="feed_replicas", placeholder="all replicas")
@@ -123,7 +144,8 @@ def draw_feed(snap: Snapshot, supervised: tuple) -> None:
     lines = []
     for i in shown:
         t = time.strftime("%H:%M:%S", time.localtime(i.ts / 1000))
-        lines.append(f"`{t}` **{i.replica}** · {i.text}" if i.stream else f"`{t}` {i.text}")
+        named = i.stream or i.kind in lm.CLUSTER_KINDS  # Kafka's lines say "kafka ·"
+        lines.append(f"`{t}` **{i.replica}** · {i.text}" if named else f"`{t}` {i.text}")
     with st.container(height=360, key="feed_box"):
         st.markdown("  \n".join(lines))
 
@@ -155,7 +177,7 @@ def header_panel(ctx: ViewContext) -> None:
     if snap is None:
         _waiting(ctx)
         return
-    draw_header(snap, ctx.target.bootstrap)
+    draw_header(snap, ctx.target.bootstrap, own=_own(ctx, snap))
 
 
 @st.fragment(run_every=LANES_REFRESH_S)
@@ -170,12 +192,15 @@ def lanes_panel(ctx: ViewContext) -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def members_panel(ctx: ViewContext) -> None:
-    """Replica cards and the event feed: one panel, so the supervisor is read once a refresh."""
+    """Member cards and, for a groupscope group, its replicas' event feed: one panel, so the
+    supervisor is read once a refresh."""
     snap = _snapshot(ctx)
     if snap is not None:
         supervised = _supervised(ctx)
-        draw_cards(snap, supervised)
-        draw_feed(snap, supervised)
+        own = _own(ctx, snap)
+        draw_cards(snap, supervised, own=own)
+        if own:  # the feed is the events topic's: no other group has one
+            draw_feed(snap, supervised)
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -198,6 +223,8 @@ def render_live(ctx: ViewContext) -> None:
     header_panel(ctx)
     if not ctx.read_only and not ctx.watching:  # the Live page, i.e. this stack's own group
         join_panel()
+    # Kafka's changes go to the Live page's event feed; Watch lists them with the brokers
+    brokers_panel(ctx, feed=not ctx.read_only and not ctx.watching)
     left, right = st.columns([3, 2], gap="medium")
     with left:
         lanes_panel(ctx)

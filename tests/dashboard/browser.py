@@ -31,18 +31,21 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """Run `groupscope web` on a free port with `env`; yield its URL; always stop it."""
+def web_server(env: dict[str, str], log_path: Path,
+               command: tuple[str, ...] = ("web",), inherit: bool = True) -> Iterator[str]:
+    """Run `groupscope web` (or another serving `command`, e.g. `watch --bootstrap …`) on a
+    free port with `env` (on top of this process's environment unless `inherit` is False);
+    yield its URL; always stop it."""
     port = free_port()
-    full_env = {**os.environ, **env, "GROUPSCOPE_WEB_PORT": str(port)}
+    full_env = {**(os.environ if inherit else {}), **env, "GROUPSCOPE_WEB_PORT": str(port)}
     with open(log_path, "wb") as log:
-        proc = spawn([sys.executable, "-m", "backend.cli", "web", "--port", str(port)],
+        proc = spawn([sys.executable, "-m", "backend.cli", *command, "--port", str(port)],
                      cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                      start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _healthy(url), 60, what="the dashboard health endpoint",
-                   abort=abort_if_exited(proc, "web", lambda: f"; see {log_path}",
+        wait_until(lambda: _healthy(url), 60, what=f"the {command[0]} server's health endpoint",
+                   abort=abort_if_exited(proc, command[0], lambda: f"; see {log_path}",
                                          AssertionError))
         yield url
     finally:
@@ -103,7 +106,10 @@ LANES_JS = """
   for (let i = 0; i + 3 < cells.length; i += 4) {
     // the owner cell may add "from <previous owner>" under the name for a few seconds
     const from = cells[i + 1].querySelector('.from');
-    lanes.push({partition: cells[i].innerText.trim(),
+    // on more than one broker the partition cell adds "L2 · ISR 1,2,3" under the number
+    const kafka = cells[i].querySelector('.kafka');
+    lanes.push({partition: cells[i].innerText.trim().split('\\n')[0].trim(),
+                kafka: kafka ? kafka.innerText.trim() : null,
                 owner: cells[i + 1].innerText.trim().split('\\n')[0].trim(),
                 from: from ? from.innerText.trim() : null,
                 streams: [...cells[i + 2].querySelectorAll('.gs-chip')].map(c => c.innerText)});

@@ -90,6 +90,7 @@ def test_watch_mode_is_read_only_and_shows_the_group(
     _env(monkeypatch, broker, group, topic, tmp_path, GROUPSCOPE_READONLY="1",
          GROUPSCOPE_BOOTSTRAP=f"127.0.0.1:{broker.port}")
     at = AppTest.from_file(APP, default_timeout=30)
+    at.switch_page("screens/watch.py")  # watch mode opens on Groups; a group's page is Watch
 
     def shown():
         at.run()

@@ -22,7 +22,8 @@ def offline(monkeypatch, tmp_path, fresh_pollers):
 
 
 @pytest.mark.parametrize("page", ["screens/streams.py", "screens/timeline.py",
-                                  "screens/watch.py", "screens/status.py"])
+                                  "screens/watch.py", "screens/status.py",
+                                  "screens/groups.py"])
 def test_page_renders_without_a_cluster(offline, page):
     at = AppTest.from_file(APP, default_timeout=30)
     at.switch_page(page)

@@ -1,0 +1,166 @@
+"""The brokers view: each Kafka broker up or down, what it leads, its under-replicated and
+offline partitions, and -- for the presenter of a stack that runs its own brokers -- Kill,
+Stop and Start buttons next to each one.
+
+Two readers, one drawing: the Status page counts over every topic (the cluster poller's
+metadata, already read for its topic list), the Live and Watch pages over the watched topic
+(the observer's Snapshot, whose lanes show each partition's leader and ISR beside it). Live
+and Watch show it only on a cluster of more than one broker, where there is something to
+see. Nothing here talks to Kafka; the buttons go through controls._call, which checks the
+presenter again before anything reaches the supervisor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from backend.contracts import BrokerView, Snapshot
+from backend.contracts.control import BrokerNode
+from backend.paths import data_dir
+from dashboard import live_model as lm
+from dashboard import presenter
+from dashboard.context import ViewContext
+from dashboard.panels import LANE_CSS, broker_card_html, brokers_html
+from dashboard.pollers import Reading, broker_poller, observer_for
+from dashboard.presenter import Role
+
+if TYPE_CHECKING:
+    from backend.supervisor.client import ControlClient
+
+REFRESH_S = 1.0
+PER_ROW = 5  # broker cards with buttons per row of columns
+RECENT_EVENTS = 5  # Kafka's changes listed under the cards where there is no event feed
+MESSAGE_S = 15.0
+
+
+@dataclass(frozen=True)
+class BrokerControls:
+    """What the buttons may act on: the ids of the brokers the supervisor runs."""
+
+    managed: frozenset[int]
+
+
+def broker_controls(ctx: ViewContext) -> BrokerControls | None:
+    """None when this session gets no broker button at all: a viewer, a read-only page,
+    another cluster, or no supervisor answering with brokers of its own to run."""
+    if ctx.read_only or ctx.watching or presenter.session_role() is not Role.PRESENTER:
+        return None
+    reading: Reading | None = broker_poller(str(data_dir())).latest(wait_s=2.0)
+    if reading is None or not reading.ok or not reading.value:
+        return None
+    return BrokerControls(frozenset(managed_ids(reading.value)))
+
+
+def managed_ids(brokers: Sequence[BrokerNode]) -> list[int]:
+    """The ids of the nodes the supervisor's stack runs (`GET /brokers`)."""
+    return [b.id for b in brokers]
+
+
+def with_managed(brokers: Sequence[BrokerView], managed: frozenset[int]) -> list[BrokerView]:
+    """The brokers Kafka reports, plus any the supervisor runs that Kafka no longer names
+    (every replica moved off it, or the whole cluster down): shown down, so its Start
+    button stays within reach."""
+    known = {b.broker_id for b in brokers}
+    extra = [BrokerView(i, None, False) for i in sorted(managed - known)]
+    return sorted([*brokers, *extra], key=lambda b: b.broker_id)
+
+
+def _act(verb: str, broker_id: int) -> Callable[[ControlClient], object]:
+    def call(client: ControlClient) -> object:
+        return getattr(client, f"broker_{verb}")(broker_id)
+    return call
+
+
+def _buttons(b: BrokerView, controls: BrokerControls, key: str) -> None:
+    from dashboard.controls import _call
+
+    off = b.broker_id not in controls.managed
+    i = b.broker_id
+    c1, c2, c3 = st.columns(3)
+    if c1.button("Kill", key=f"{key}_kill_{i}", disabled=off or not b.up,
+                 help="SIGKILL: the controller notices after the broker's session timeout, "
+                      "then moves its leaders and shrinks the ISRs"):
+        _call(f"kill broker {i}", _act("kill", i))
+    if c2.button("Stop", key=f"{key}_stop_{i}", disabled=off or not b.up,
+                 help="SIGTERM: a controlled shutdown moves its leaders away first"):
+        _call(f"stop broker {i}", _act("stop", i))
+    if c3.button("Start", key=f"{key}_start_{i}", disabled=off or b.up,
+                 help="start it again: it catches up, then rejoins the ISRs"):
+        _call(f"start broker {i}", _act("start", i))
+
+
+def draw_brokers(brokers: Sequence[BrokerView], under: int, offline: int, scope: str,
+                 controls: BrokerControls | None = None, key: str = "brokers") -> None:
+    """Summary line, then the cards: in one grid, or one column each with its buttons."""
+    if controls is not None:
+        brokers = with_managed(brokers, controls.managed)
+    st.markdown(f"#### Brokers · {lm.brokers_summary(brokers, under, offline)}")
+    st.caption(scope)
+    if not brokers:
+        st.caption("No broker answered yet.")
+        return
+    if controls is None:
+        st.html(brokers_html(brokers))
+        return
+    st.html(LANE_CSS)
+    with st.container(key=f"{key}_cards"):
+        for start in range(0, len(brokers), PER_ROW):
+            row = brokers[start:start + PER_ROW]
+            for col, b in zip(st.columns(PER_ROW), row, strict=False):
+                with col:
+                    st.html(broker_card_html(b))
+                    _buttons(b, controls, key)
+    msg = st.session_state.get("gs_ctl_msg")
+    if msg and "broker" in msg[1] and time.monotonic() - msg[2] < MESSAGE_S:
+        (st.success if msg[0] == "ok" else st.error)(msg[1])
+
+
+def recent_cluster_events(snap: Snapshot, n: int = RECENT_EVENTS) -> None:
+    """Kafka's latest changes, for pages without the replicas' event feed (Watch)."""
+    items = sorted(lm.cluster_feed_items(snap.cluster_events), key=lambda i: i.ts,
+                   reverse=True)[:n]
+    if items:
+        st.markdown("  \n".join(
+            f"`{time.strftime('%H:%M:%S', time.localtime(i.ts / 1000))}` {i.text}"
+            for i in items))
+
+
+@st.fragment(run_every=REFRESH_S)
+def brokers_panel(ctx: ViewContext, feed: bool = True) -> None:
+    """Live and Watch: the watched topic's brokers, on a cluster of more than one broker.
+    `feed`: the page shows Kafka's changes in its event feed; otherwise they are listed
+    here."""
+    snap = observer_for(ctx.target, ctx.group, ctx.topic).latest()
+    if snap is None:
+        return
+    controls = broker_controls(ctx)
+    if not lm.multi_broker(snap.brokers) and (controls is None or len(controls.managed) < 2):
+        return
+    draw_brokers(snap.brokers, snap.under_replicated, snap.offline_partitions,
+                 f"partitions of `{snap.topic or '?'}`: leaders and in-sync replicas are on "
+                 f"each lane", controls, key="live_brokers")
+    if not feed:
+        recent_cluster_events(snap)
+
+
+def status_section(ctx: ViewContext, cluster: Reading | None) -> None:
+    """The Status page's brokers, counted over every topic (the cluster poller's
+    checks.ClusterOverview, or its last good one); drawn inside the page's refreshing
+    fragment."""
+    overview = None if cluster is None else (cluster.value if cluster.ok else cluster.last_ok)
+    views = tuple(getattr(overview, "broker_views", ()) or ())
+    controls = broker_controls(ctx)
+    if not views and controls is None:
+        return
+    with st.container(border=True, key="brokers-status"):
+        if cluster is not None and not cluster.ok and views:
+            st.caption("From the last successful check.")
+        draw_brokers(views, int(getattr(overview, "under_replicated", 0)),
+                     int(getattr(overview, "offline_partitions", 0)),
+                     "partitions of every topic, internal ones included", controls,
+                     key="status_brokers")
