@@ -90,8 +90,10 @@ class Stack:
     bootstrap: str | None = None
     spark_remote: str | None = None
     need_spark: bool = True
+    brokers: int = 1  # more: an EmbeddedCluster of that many KRaft nodes (`cluster`)
     work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gs-bench-")))
     settings: KafkaSettings | None = None
+    cluster: Any = None  # the EmbeddedCluster, with brokers > 1
     _started: list[Any] = field(default_factory=list)
 
     def __enter__(self) -> Stack:
@@ -103,6 +105,13 @@ class Stack:
         try:
             if self.bootstrap:
                 self.settings = resolve_settings(self.bootstrap, None)
+            elif self.brokers > 1:
+                from backend.cluster.nodes import EmbeddedCluster
+
+                self.cluster = EmbeddedCluster(self.work / "cluster", brokers=self.brokers)
+                self.cluster.start()
+                self._started.append(self.cluster)
+                self.settings = self.cluster.settings
             else:
                 broker = EmbeddedBroker(self.work / "broker", port=free_port(), heap="1g")
                 broker.start()

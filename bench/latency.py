@@ -21,7 +21,7 @@ If a rate is more than the replicas sustain, backlog grows through the window: t
 reports the sustained rate and "unbounded" instead of percentiles of a queue that never drains.
 
     .venv/bin/python bench/latency.py [--rates 1000,10000] [--duration 60] [--warmup 10]
-        [--catch-up 90] [--drain 30] [--replicas 2] [--partitions 6] [--streams 12]
+        [--catch-up 90] [--drain 30] [--repeats 1] [--replicas 2] [--partitions 6] [--streams 12]
         [--batch-ms 1000] [--bootstrap H:P] [--spark-remote URL] [--json PATH]
 """
 
@@ -300,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise RuntimeError(f"no summary visible within {args.join_timeout:.0f} s")
             print(f"first summary visible {time.monotonic() - t_first:.1f} s after producing",
                   flush=True)
-            for rate in rates:
+            for rep, rate in [(rep, rate) for rep in range(args.repeats) for rate in rates]:
                 fleet.set_rate(rate)
                 poll_until(vis, observer, time.time() + args.warmup)
                 # a backlog from start-up or a slower rate would be measured as latency:
@@ -320,7 +320,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 end_ms = time.time() * 1000.0
                 tr = trend(fleet, vis, w0, w1, end_ms)
                 sustained = tr["sustained"]
-                r = {"rate": rate, "window_s": args.duration,
+                r = {"rate": rate, "rep": rep, "window_s": args.duration,
                      "catch_up_s": caught_up_after,
                      "load_in_window": {"min": min(window_load), "max": max(window_load),
                                         "median": statistics.median(window_load)},
@@ -342,7 +342,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "replica_pids": [p.pid for p in procs],
             "args": {k: str(v) for k, v in vars(args).items()},
             "observer_poll_ms_p50": round(percentile(polls, 0.5) * 1000) if polls else None,
-            "results": results}
+            "results": results, "medians": medians(results)}
+
+
+def medians(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rate, over its repeated windows: the median p50 and p99 with their min and max
+    (sustained windows only: an unbounded backlog has no percentiles worth a median)."""
+    out: dict[str, dict[str, Any]] = {}
+    for rate in sorted({r["rate"] for r in results}):
+        done = [r["latency_ms"] for r in results
+                if r["rate"] == rate and r["sustained"] and r["latency_ms"]]
+        if not done:
+            continue
+        out[str(rate)] = {"windows": len(done), **{
+            q: {"median": statistics.median(d[q] for d in done),
+                "min": min(d[q] for d in done), "max": max(d[q] for d in done)}
+            for q in ("p50", "p99")}}
+    return out
 
 
 def print_table(data: dict[str, Any]) -> None:
@@ -365,6 +381,10 @@ def print_table(data: dict[str, Any]) -> None:
               f"{r['load_in_window']['median']:>5.1f}")
     print("latencies in ms; summarised = produce -> replica's batch summarised; shown = that "
           "-> visible in an observer snapshot")
+    for rate, m in data.get("medians", {}).items():
+        print(f"{float(rate):>7.0f} over {m['windows']} windows: p50 {m['p50']['median']} ms "
+              f"[{m['p50']['min']}-{m['p50']['max']}], p99 {m['p99']['median']} ms "
+              f"[{m['p99']['min']}-{m['p99']['max']}]")
     print(f"observer poll p50 {data['observer_poll_ms_p50']} ms; load average during the run: "
           f"{data['load']}  machine: {data['machine']}")
 
@@ -382,6 +402,8 @@ def main() -> int:
                     help="after the warm-up: at most this long for the backlog to clear, s")
     ap.add_argument("--drain", type=float, default=30.0,
                     help="after a window: how long its last messages may take to show up, s")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measuring windows per rate (same replicas); medians reported")
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--streams", type=int, default=12)

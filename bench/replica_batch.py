@@ -28,7 +28,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.replica.batch import MicroBatch
-from backend.replica.spark_summary import aggregate, fold, raw_frame
+from backend.replica.spark_summary import aggregate, batch_frame, fold
 
 
 def make_messages(n: int, streams: int = 12) -> list[tuple[int, int, bytes, bytes]]:
@@ -50,7 +50,7 @@ def run_raw(session, msgs) -> tuple[float, float, int]:
         b.add(p, o, k, v)
     table = b.to_arrow()
     t1 = time.perf_counter()
-    rows = aggregate(raw_frame(session, table), {}).collect()
+    rows = aggregate(batch_frame(session, table, {}, typed=False)).collect()
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, sum(p.count for p in fold(rows).partials.values())
 
@@ -63,7 +63,7 @@ def run_typed(session, msgs) -> tuple[float, float, int]:
     table, bad = b.to_typed_arrow()
     assert not bad
     t1 = time.perf_counter()
-    rows = aggregate(session.createDataFrame(table), {}).collect()
+    rows = aggregate(batch_frame(session, table, {}, typed=True), validated=True).collect()
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, sum(p.count for p in fold(rows).partials.values())
 

@@ -1,7 +1,9 @@
 """Smoke test: bench/throughput.py runs end to end at a tiny size (a broken bench fails CI).
 
 Uses the session's broker and Spark; asserts every variant finished (commits reached the log
-end) and reported a positive rate. Not a performance test: no number is compared to a target.
+end) and reported a positive rate, and that groupscope's summaries are exact in both modes: a
+faster pipeline must not lose or double-count a message. Not a performance test: no number is
+compared to a target.
 """
 
 from __future__ import annotations
@@ -18,18 +20,27 @@ REPO = Path(__file__).resolve().parents[2]
 QUIX = Path.home() / ".cache" / "groupscope" / "bench-quix-venv" / "bin" / "python"
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_throughput_tiny(kafka, spark_remote, tmp_path):
     variants = "groupscope,raw,rawsum" + (",quix" if QUIX.exists() else "")
     out = tmp_path / "t.json"
     proc = run_process(
         [sys.executable, str(REPO / "bench" / "throughput.py"), "--messages", "3000",
-         "--repeats", "1", "--replicas", "1", "--modes", "alo", "--variants", variants,
+         "--repeats", "1", "--replicas", "2", "--modes", "alo,eos", "--variants", variants,
          "--bootstrap", kafka.bootstrap, "--spark-remote", spark_remote, "--json", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=170)
+        cwd=REPO, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.read_text())
     assert {r["variant"] for r in data["runs"]} == set(variants.split(","))
     for run in data["runs"]:
         assert run["ok"], run
         assert run["messages"] >= 3000 and run["rate"] > 0
+        if run["variant"] == "groupscope":
+            exact = run["summaries"]
+            assert exact["exact"] and exact["streams"] == 12, run
+            assert exact["lost"] == 0 and exact["unexpected"] == 0, run
+            if run["mode"] == "eos":
+                assert exact["duplicates"] == 0, run
+    assert {(r["replicas"], r["mode"]) for r in data["runs"] if r["variant"] == "groupscope"} \
+        == {(2, "alo"), (2, "eos")}
+    assert "eos_vs_alo_x2" in data["ratios"]
