@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from backend.cluster.embedded import EmbeddedBroker
+from backend.cluster.nodes import EmbeddedCluster
 from backend.cluster.settings import KafkaSettings
 from backend.engine.server import SparkConnectServer
 from backend.netutil import free_port
@@ -27,6 +28,7 @@ pytest_plugins = ["tests.markers"]
 
 ARTIFACTS = Path(os.environ.get("GROUPSCOPE_TEST_ARTIFACTS", "test-artifacts")).resolve()
 STACK_ENV = "GROUPSCOPE_STACK_TEST"
+SPARK_CLUSTER_ENV = "GROUPSCOPE_SPARK_CLUSTER_TEST"
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +44,28 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 @pytest.fixture(scope="session")
 def kafka(broker: EmbeddedBroker) -> KafkaSettings:
     return broker.settings
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """A three-node KRaft cluster (a controller quorum of three, topics with three copies)
+    for the tests of brokers failing; started once, stopped at session end."""
+    cluster = EmbeddedCluster(tmp_path_factory.mktemp("cluster3"), brokers=3, heap="384m")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster3(kafka_cluster: EmbeddedCluster) -> EmbeddedCluster:
+    """The session's three-node cluster with all three nodes running: a node an earlier test
+    left down (it failed before restarting it) is started again first."""
+    for node in kafka_cluster.infos():
+        if not node.alive:
+            kafka_cluster.start_node(node.id)
+    return kafka_cluster
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +131,66 @@ def spark_factory() -> Iterator[Callable[..., SparkConnectServer]]:
             server.stop()
 
 
+class SparkClusters:
+    """What `spark_cluster_factory` hands a test: Spark standalone clusters, by API or by
+    command, every process of them (executors included) tagged with `token` in its
+    environment, so the test can prove none is left and teardown can end any that is."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.servers: list[SparkConnectServer] = []
+        self.commands: list[Any] = []
+
+    def server(self, work_dir: Path, workers: int = 2, **kw: Any) -> SparkConnectServer:
+        """A Connect server as the driver of `workers` workers, unstarted, on free ports."""
+        server = SparkConnectServer(work_dir, port=kw.pop("port", None) or free_port(),
+                                    workers=workers, **kw)
+        self.servers.append(server)
+        return server
+
+    def command(self, *args: str, data_dir: Path, **env: str) -> Any:
+        """`groupscope spark ARGS` in a session of its own (a Ctrl-C reaches its whole
+        process group, as a terminal's does), output captured in text mode."""
+        import subprocess
+        import sys
+
+        from backend.proc import spawn
+
+        full_env = dict(os.environ, GROUPSCOPE_DATA=str(data_dir), **env)
+        full_env.pop("SPARK_REMOTE", None)
+        proc = spawn([sys.executable, "-m", "backend.cli", "spark", *args], env=full_env,
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                     stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.commands.append(proc)
+        return proc
+
+    def alive(self) -> list[Any]:
+        """Processes of this test's clusters still running."""
+        return processes_with(SPARK_CLUSTER_ENV, self.token)
+
+
+@pytest.fixture
+def spark_cluster_factory(monkeypatch: pytest.MonkeyPatch) -> Iterator[SparkClusters]:
+    """Spark standalone clusters (a master, workers, their executors and the Connect server
+    as driver) for a test of their own: started by API or as `groupscope spark --workers N`.
+    Teardown stops every server and SIGKILLs whatever of them is still alive."""
+    token = uuid.uuid4().hex
+    monkeypatch.setenv(SPARK_CLUSTER_ENV, token)
+    clusters = SparkClusters(token)
+    try:
+        yield clusters
+    finally:
+        for server in clusters.servers:
+            server.stop(10.0)
+        for proc in clusters.commands:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for proc in clusters.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)
+
+
 @pytest.fixture
 def chromium() -> Callable[..., AbstractContextManager[Any]]:
     """`chromium()` opens a headless Chromium page (tests/dashboard/browser.py). Asked for as
@@ -119,6 +203,12 @@ def chromium() -> Callable[..., AbstractContextManager[Any]]:
 def stack_processes(token: str) -> list[Any]:
     """Live processes (not this one, not zombies) whose environment holds STACK_ENV=token:
     what a `stack` test started and has not ended yet."""
+    return processes_with(STACK_ENV, token)
+
+
+def processes_with(key: str, token: str) -> list[Any]:
+    """Live processes (not this one, not zombies) whose environment holds key=token: every
+    descendant of a tagged process inherits it, even one reparented after its parent died."""
     import psutil
 
     found = []
@@ -126,8 +216,7 @@ def stack_processes(token: str) -> list[Any]:
         if proc.pid == os.getpid():
             continue
         try:
-            if (proc.environ().get(STACK_ENV) == token
-                    and proc.status() != psutil.STATUS_ZOMBIE):
+            if proc.environ().get(key) == token and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:
             continue
