@@ -156,6 +156,17 @@ def seconds_since_start() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME) - started
 
 
+def process_args(proc: Any) -> list[str]:
+    """A psutil.Process's arguments as `ps` shows them.
+
+    A process that retitled itself (a warm standby replica once it knows which replica it
+    is, through setproctitle) has one string padded with NULs in /proc/PID/cmdline, which
+    psutil returns as that string plus empty ones: split on whitespace, as `ps` would show
+    it."""
+    args = [a for a in proc.cmdline() if a]
+    return args[0].split() if len(args) == 1 and " " in args[0] else args
+
+
 def terminate(proc: subprocess.Popen[Any], grace: float, group: bool = False) -> int:
     """SIGTERM (to the process group with `group`), SIGKILL after `grace` s; the exit code."""
     if proc.poll() is None:

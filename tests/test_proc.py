@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from backend.netutil import wait_until
-from backend.proc import StopSignals, spawn, terminate
+from backend.proc import StopSignals, process_args, spawn, terminate
 from backend.supervisor.processes import replica_argv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,3 +165,21 @@ def test_a_watchdog_that_saw_no_signal_retires_with_its_block() -> None:
     with StopSignals():
         assert len(watchdogs()) == 1
     wait_until(lambda: not watchdogs(), 5, what="the watchdog thread to end")
+
+
+def test_process_args_reads_a_retitled_process_as_ps_shows_it(tmp_path: Path) -> None:
+    """A standby replica retitles itself once it knows its name; psutil alone would return
+    that title as one argument padded with empty ones."""
+    ready = tmp_path / "ready"
+    code = ("import setproctitle, sys, time; "
+            "setproctitle.setproctitle('python -m backend.cli replica --id ada --group g'); "
+            f"open({str(ready)!r}, 'w').close(); time.sleep(60)")
+    child = spawn([sys.executable, "-c", code])
+    try:
+        wait_until(ready.exists, 10, what="the child retitled")
+        proc = psutil.Process(child.pid)
+        assert process_args(proc) == ["python", "-m", "backend.cli", "replica", "--id", "ada",
+                                      "--group", "g"]
+        assert process_args(psutil.Process()) == [a for a in psutil.Process().cmdline() if a]
+    finally:
+        terminate(child, 5)

@@ -91,6 +91,24 @@ class Request(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+# ---- a warm standby replica (supervisor -> `groupscope replica --standby`) --------------
+
+STANDBY_READY = "standby ready"  # the line a standby logs once warm, waiting for its order
+STANDBY_NAME = "standby"  # its --id and log file's name until it gets its own
+STANDBY_DELAY_S = 8.0  # quiet time after a replica starts before the next standby does
+STANDBY_KEEP_ALIVE_S = 60.0  # a waiting standby's query: under the engine's idle timeout
+
+
+class StandbyOrder(Request):
+    """The one line a standby waits for on stdin: the replica's own arguments (what follows
+    `groupscope replica` on a command line, the one builder's output) and the log it writes
+    to from then on."""
+
+    argv: list[str]
+    log: str | None = None
+    title: str | None = None  # the command line `ps` shows from then on (the cold start's)
+
+
 # ---- what the supervisor reports --------------------------------------------------------
 
 class ReplicaOptions(Answer):

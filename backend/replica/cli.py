@@ -6,10 +6,15 @@ import argparse
 import logging
 import os
 import sys
+import time
+from typing import TYPE_CHECKING
 
 from backend.cli_common import UserError, add_cluster_args, positive
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
 from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
+
+if TYPE_CHECKING:  # pyspark and pyarrow load only when a replica really runs
+    from backend.replica.spark_summary import SparkSummariser
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,11 +51,86 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="typed: parse JSON once in Python, ship typed Arrow columns (default, "
                         "faster in bench/replica_batch.py); raw: ship the JSON strings and "
                         "parse them in Spark")
+    p.add_argument("--standby", action="store_true",
+                   help="get ready before having a name: import, open a Spark session and "
+                        "compile the batch query, then wait for one JSON line on stdin "
+                        "({\"argv\": [the replica's arguments], \"log\": file}) and run as "
+                        "that replica; the supervisor keeps one, so a started replica is "
+                        "useful in about a second")
     add_cluster_args(p)
-    p.set_defaults(func=_replica)
+    p.set_defaults(func=_replica, parser=p)
 
 
-def _replica(args: argparse.Namespace) -> int:
+def _standby(args: argparse.Namespace) -> int:
+    """Warm up as far as a replica can without its name and options, then become the
+    replica the supervisor's order names. A standby that cannot warm up (Spark down) still
+    waits: the replica it becomes warms up itself, as one started cold would."""
+    import select
+
+    from pydantic import ValidationError
+
+    # the replica's own modules (Kafka clients, Arrow, the runner) load now, not on order
+    import backend.cluster.settings
+    import backend.replica.runner  # noqa: F401
+    from backend.contracts.control import STANDBY_KEEP_ALIVE_S, STANDBY_READY, StandbyOrder
+    from backend.replica.spark_summary import SparkSummariser
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    for noisy in ("py4j", "pyspark", "grpc"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log = logging.getLogger("groupscope.replica")
+    started = time.monotonic()
+    spark = SparkSummariser(args.spark_remote)
+    try:
+        spark.warm_up(typed=args.feed == "typed", both_plans=True)
+    except Exception as exc:  # the replica it becomes retries with backoff and reports
+        spark.reset()
+        log.warning("standby: no Spark warm-up (%s); the replica will warm up itself",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    log.info("%s in %.2f s", STANDBY_READY, time.monotonic() - started)
+    while True:  # a keep-alive every minute: the engine drops sessions idle for 3 (server.py)
+        ready, _, _ = select.select([sys.stdin], [], [], STANDBY_KEEP_ALIVE_S)
+        if ready:
+            break
+        if spark.warm:
+            try:
+                spark.keep_alive()
+            except Exception:
+                spark.reset()
+    line = sys.stdin.readline()
+    if not line:  # the supervisor went away, or shut down before needing it
+        return 0
+    try:
+        order = StandbyOrder.model_validate_json(line)
+    except ValidationError as exc:
+        print(f"groupscope replica --standby: not an order: {exc.errors()[0]['msg']}",
+              file=sys.stderr)
+        return 2
+    if order.log:
+        fd = os.open(order.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, sys.stdout.fileno())
+        os.dup2(fd, sys.stderr.fileno())
+        os.close(fd)
+    real = args.parser.parse_args(order.argv)
+    if order.title:  # `ps`, psutil and the soak's process roles see the replica it now is
+        import setproctitle
+
+        setproctitle.setproctitle(order.title)
+    if real.standby:
+        print("groupscope replica --standby: the order is for another standby, not a replica",
+              file=sys.stderr)
+        return 2
+    if real.spark_remote != args.spark_remote or real.feed != args.feed:
+        spark.reset()  # warmed for another engine or feed: the replica warms its own
+        spark = None
+    log.info("standby %d becomes replica %s after %.2f s in standby", os.getpid(), real.id,
+             time.monotonic() - started)
+    return _replica(real, spark)
+
+
+def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> int:
+    if args.standby:
+        return _standby(args)
     from backend.replica.membership import GroupChoice, MembershipConfigError
 
     try:
@@ -90,7 +170,7 @@ def _replica(args: argparse.Namespace) -> int:
     from backend.cluster.topics import TopicError
 
     try:
-        return Replica(cfg, settings, default_context()).run()
+        return Replica(cfg, settings, default_context(), spark=spark).run()
     except TopicError as exc:
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2

@@ -72,13 +72,20 @@ class ReplicaConfig:
 
 class Replica:
     def __init__(self, cfg: ReplicaConfig, settings: KafkaSettings,
-                 context: StreamingContext | None = None) -> None:
+                 context: StreamingContext | None = None,
+                 spark: SparkSummariser | None = None) -> None:
+        """`spark`: a session a standby process warmed before it knew its name (`groupscope
+        replica --standby`); then start-up is counted from here, not from the process's
+        start."""
         self.cfg = cfg
         self.settings = settings
         self.context = context or StreamingContext()
         self.telemetry = Telemetry(settings, cfg.group, cfg.name)
         self.state = StateStore(settings, summaries_topic(cfg.group), cfg.name)
-        self.spark = SparkSummariser(cfg.spark_remote)
+        self.spark = spark or SparkSummariser(cfg.spark_remote)
+        created = time.monotonic()
+        self._since_start = ((lambda: time.monotonic() - created) if spark is not None
+                             else seconds_since_start)
         self.batch = MicroBatch()
         self.sizing = BatchSizing(cfg.batch_ms, cfg.batch_max)
         # Spark runs on this worker while the main thread keeps serving the group (see
@@ -165,14 +172,14 @@ class Replica:
             self.stopping = True
             self._spark_worker.shutdown(wait=False, cancel_futures=True)
             raise
-        kafka_ready = seconds_since_start()
+        kafka_ready = self._since_start()
         while not warm.done():
             try:
                 warm.result(timeout=0.1)
             except FutureTimeout:
                 continue
         log.info("ready in %.2f s (Kafka clients %.2f s, Spark warm-up %.2f s); joining %s",
-                 seconds_since_start(), kafka_ready, warm.result(), cfg.group)
+                 self._since_start(), kafka_ready, warm.result(), cfg.group)
         if self.stopping:
             self._close_clients()
             return self._stopped()
@@ -223,7 +230,7 @@ class Replica:
         """A fresh engine's first query takes seconds: pay it before joining the group.
         Returns the seconds it took, retries included."""
         start = time.monotonic()
-        while not self.stopping:
+        while not self.stopping and not self.spark.warm:
             try:
                 self.spark.warm_up(typed=self.cfg.feed == "typed")
                 break
@@ -442,7 +449,7 @@ class Replica:
         self.last_batch_ms = (time.monotonic() - start) * 1000.0
         if self.batches == 1:
             log.info("first batch: %d records summarised and committed in %.0f ms, %.2f s "
-                     "after start", n, self.last_batch_ms, seconds_since_start())
+                     "after start", n, self.last_batch_ms, self._since_start())
         self.sizing.processed(n)
         batch.__init__()  # type: ignore[misc]
         return True
