@@ -114,7 +114,8 @@ class ChaosRun:
         self.pool = ReplicaPool(
             LaunchConfig(group=self.group, topic=self.topic, bootstrap=settings.bootstrap,
                          kafka_config=kafka_config, spark_remote=spark_remote,
-                         extra_args=("--batch-ms", str(config.batch_ms)), log_dir=log_dir),
+                         extra_args=("--batch-ms", str(config.batch_ms)), log_dir=log_dir,
+                         standby=True),  # started replicas come from a warm standby, as in the demo
             options=config.options, max_replicas=max(config.max_replicas, 1) + 4)
         self.monitor = RunMonitor()
         kinds = (KILL, STOP, START, SCALE) + ((BROKER_KILL, BROKER_START)

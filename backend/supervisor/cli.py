@@ -70,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(default: groupscope replica; env {ENV_REPLICA_COMMAND})")
     p.add_argument("--stop-grace", type=float, default=30.0,
                    help="seconds a stopping replica gets before SIGKILL (default 30)")
+    p.add_argument("--no-standby", dest="standby", action="store_false",
+                   help="keep no warm standby replica (one process, ~200 MB, that makes the "
+                        "next started replica useful in about a second); there is none with "
+                        "--replica-command")
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for Kafka to answer at start-up (default 120)")
     p.set_defaults(func=_backend)
@@ -183,7 +187,7 @@ def _backend(args: argparse.Namespace) -> int:
         spark_remote=spark_remote(args.spark_remote), replicas=args.replicas,
         fleet=args.fleet, streams=args.streams, rate=args.rate, port=port,
         options=options,
-        replica_command=command, stop_grace=args.stop_grace)
+        replica_command=command, stop_grace=args.stop_grace, standby=args.standby)
     try:
         return SupervisorService(config).run_foreground()
     except OSError as exc:

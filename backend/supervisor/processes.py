@@ -34,9 +34,12 @@ from pydantic import ValidationError
 
 from backend.contracts.control import (
     MAX_REPLICAS,
+    STANDBY_DELAY_S,
+    STANDBY_NAME,
     GroupChoiceError,
     ReplicaInfo,
     ReplicaOptions,
+    StandbyOrder,
     resolve_assignor,
 )
 from backend.proc import spawn
@@ -111,6 +114,10 @@ class LaunchConfig:
     log_dir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     stop_grace: float = DEFAULT_STOP_GRACE
+    # keep a warm standby (`groupscope replica --standby`) for the next start; only with the
+    # replica command itself, which speaks the standby's order (a stand-in need not)
+    standby: bool = False
+    standby_delay: float = STANDBY_DELAY_S
 
     def argv(self, name: str, options: ReplicaOptions) -> list[str]:
         return replica_argv(name, self.group, self.topic, self.bootstrap,
@@ -237,6 +244,8 @@ class ReplicaPool:
         self._recent: deque[dict[str, Any]] = deque(maxlen=50)
         self._closing = False
         self._spawner = _Spawner()
+        self._standby: Any = None  # the warm standby's Popen, its stdin a pipe, or None
+        self._standby_timer: threading.Timer | None = None
         if config.log_dir:
             Path(config.log_dir).mkdir(parents=True, exist_ok=True)
 
@@ -405,6 +414,7 @@ class ReplicaPool:
         grace = self.config.stop_grace if grace is None else grace
         with self._lock:
             self._closing = True
+            self._end_standby()
             for rec in self._live():
                 if rec.intent not in ("kill", "stop", "shutdown"):
                     self._terminate(rec, "shutdown", escalate=False)
@@ -465,11 +475,8 @@ class ReplicaPool:
         options = options or self._options
         argv = self.config.argv(name, options)
         log_file = Path(self.config.log_dir) / f"{name}.log" if self.config.log_dir else None
-        env = dict(os.environ)
-        env.update(self.config.env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
-                                            if p)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = self._env()
+
         def launch() -> Any:
             out: Any = subprocess.DEVNULL
             if log_file is not None:
@@ -486,9 +493,10 @@ class ReplicaPool:
                     out.close()
 
         try:
-            popen = self._spawner.call(launch)
+            popen = self._take_standby(name, argv, log_file) or self._spawner.call(launch)
         except OSError as exc:
             raise PoolError(f"could not start replica {name}: {exc}") from None
+        self._arm_standby()
         rec = ReplicaProcess(name=name, options=options, popen=popen, started_at=time.time(),
                              log_file=log_file, restarts=restarts, crashes=crashes)
         self._records[name] = rec
@@ -498,6 +506,94 @@ class ReplicaPool:
         self._note(rec, "start")
         self._changed.notify_all()
         return rec
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.config.env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
+                                            if p)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    # ---- the warm standby (call with the lock held) -----------------------------------------
+
+    def _take_standby(self, name: str, argv: list[str], log_file: Path | None) -> Any:
+        """The standby's process, now replica `name` (its order sent), or None: no standby,
+        or it died waiting (Spark or Kafka went away), and `name` starts cold instead.
+
+        What it saves is the part of a start that needs no name: the interpreter, imports,
+        a Spark session and the batch query compiled, ~2 CPU-seconds that on 2 busy cores
+        were most of a new replica's 7-12 s to its first batch (bench/README.md)."""
+        standby, self._standby = self._standby, None
+        if standby is None:
+            return None
+        if standby.poll() is not None:
+            return None
+        order = StandbyOrder(argv=argv[len(self.config.command):],
+                             log=str(log_file) if log_file else None, title=" ".join(argv))
+        if log_file is not None:
+            with open(log_file, "ab") as out:
+                out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} start {name} from the "
+                          f"warm standby (pid {standby.pid}): {' '.join(argv)}\n".encode())
+        try:
+            standby.stdin.write(order.model_dump_json().encode() + b"\n")
+            standby.stdin.close()
+        except OSError:  # it died in this instant
+            _killpg(standby.pid, signal.SIGKILL)
+            standby.wait(10)
+            return None
+        return standby
+
+    def _arm_standby(self) -> None:
+        """Start the next standby once starts have been quiet for `standby_delay` s, so it
+        never competes with a burst of replicas warming up (`up`, a scale)."""
+        if not self.config.standby or self._closing:
+            return
+        if self._standby_timer is not None:
+            self._standby_timer.cancel()
+        self._standby_timer = threading.Timer(self.config.standby_delay, self._start_standby)
+        self._standby_timer.daemon = True
+        self._standby_timer.start()
+
+    def _start_standby(self) -> None:
+        with self._lock:
+            if self._closing or (self._standby is not None and self._standby.poll() is None):
+                return
+            argv = [*self.config.argv(STANDBY_NAME, self._options), "--standby"]
+            log_file = (Path(self.config.log_dir) / f"{STANDBY_NAME}.log"
+                        if self.config.log_dir else None)
+
+            def launch() -> Any:
+                out: Any = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
+                try:
+                    return spawn(argv, stdin=subprocess.PIPE, stdout=out,
+                                 stderr=subprocess.STDOUT, env=self._env(), close_fds=True,
+                                 start_new_session=True)
+                finally:
+                    if log_file is not None:
+                        out.close()
+
+            try:
+                self._standby = self._spawner.call(launch)
+            except OSError as exc:  # the next start is cold, as without a standby
+                self._recent.append({"ts": time.time(), "replica": STANDBY_NAME,
+                                     "action": "standby-failed", "error": str(exc)})
+
+    def _end_standby(self) -> None:
+        if self._standby_timer is not None:
+            self._standby_timer.cancel()
+        standby, self._standby = self._standby, None
+        if standby is None:
+            return
+        with contextlib.suppress(OSError):
+            standby.stdin.close()  # EOF: a waiting standby exits at once
+        if standby.poll() is None:
+            _killpg(standby.pid, signal.SIGTERM)  # one still warming up has no handler yet
+            try:
+                standby.wait(5)
+            except subprocess.TimeoutExpired:
+                _killpg(standby.pid, signal.SIGKILL)
+                standby.wait(10)
 
     def _wait(self, rec: ReplicaProcess) -> None:
         with contextlib.suppress(ChildProcessError):

@@ -76,6 +76,7 @@ class ServiceConfig:
     replica_args: tuple[str, ...] = ()
     max_replicas: int = MAX_REPLICAS
     stop_grace: float = DEFAULT_STOP_GRACE
+    standby: bool = True  # a warm standby replica, with the replica command itself only
 
 
 class SupervisorService:
@@ -116,7 +117,9 @@ class SupervisorService:
                              extra_args=tuple(cfg.replica_args),
                              log_dir=Path(cfg.data_dir) / "replicas",
                              env={"GROUPSCOPE_DATA": str(Path(cfg.data_dir).resolve())},
-                             stop_grace=cfg.stop_grace),
+                             stop_grace=cfg.stop_grace,
+                             standby=cfg.standby
+                             and tuple(cfg.replica_command) == default_replica_command()),
                 options=cfg.options, max_replicas=cfg.max_replicas,
                 on_event=lambda e: log.info("replica %s: %s (pid %s)", e["replica"],
                                             e["action"], e["pid"]))

@@ -23,7 +23,7 @@ from backend.cluster.clients import quiet_admin
 from backend.cluster.groups import describe_group
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import wait_until
-from backend.proc import abort_if_exited, spawn, terminate
+from backend.proc import abort_if_exited, process_args, spawn, terminate
 from backend.supervisor.auth import read_control_files
 from backend.supervisor.client import ControlClient
 
@@ -45,7 +45,7 @@ def pids_with_arg(*needles: str) -> list[int]:
     found = []
     for proc in psutil.process_iter():
         try:
-            args = proc.cmdline()
+            args = process_args(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         if all(n in args for n in needles) and pid_alive(proc.pid):

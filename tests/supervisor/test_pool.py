@@ -46,11 +46,11 @@ def make_pool(tmp_path: Path) -> Iterator:
     pools: list[ReplicaPool] = []
 
     def make(code: str, grace: float = 5.0, max_replicas: int = 8,
-             args: tuple[str, ...] = ()) -> ReplicaPool:
+             args: tuple[str, ...] = (), standby: bool = False) -> ReplicaPool:
         cfg = LaunchConfig(group="g", topic="t", bootstrap="127.0.0.1:1",
                            command=(sys.executable, "-c", code, *args),
                            log_dir=tmp_path / "logs",
-                           stop_grace=grace)
+                           stop_grace=grace, standby=standby, standby_delay=0.2)
         pool = ReplicaPool(cfg, ReplicaOptions(), max_replicas=max_replicas)
         pools.append(pool)
         return pool
@@ -221,3 +221,79 @@ def test_static_option_is_for_new_replicas(make_pool) -> None:
     pool.start()
     assert not pool.get("ada").static and pool.get("bruno").static
     wait_until(lambda: "--static" in _cmdline(pool, "bruno"), 10, what="bruno's --static")
+
+
+# A stand-in for `groupscope replica`: with --standby it says it is ready, waits for its order
+# on stdin, moves its output to the order's log and says which replica it became; either way
+# it then sleeps like a replica. Its arguments start after `-c CODE`.
+STANDBY_STANDIN = """
+import json, os, sys, time
+args = sys.argv[1:]
+if '--standby' in args:
+    print('standby ready', flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)
+    order = json.loads(line)
+    fd = os.open(order['log'], os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    args = order['argv']
+print('I am', args[args.index('--id') + 1], '(standby flag)' if '--standby' in args else '',
+      flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def _standby_pid(pool: ReplicaPool, log_dir: Path) -> int:
+    """The waiting standby's pid, once it has said it is ready."""
+    log = log_dir / "standby.log"
+    wait_until(lambda: log.exists() and "standby ready" in log.read_text(), 10,
+               what="a standby ready")
+    standby = pool._standby
+    assert standby is not None and standby.poll() is None
+    return standby.pid
+
+
+def test_a_start_takes_the_warm_standby_and_a_new_one_follows(make_pool, tmp_path) -> None:
+    logs = tmp_path / "logs"
+    pool = make_pool(STANDBY_STANDIN, standby=True)
+    first = pool.start()  # cold: no standby yet
+    standby = _standby_pid(pool, logs)
+    assert standby != first.pid
+    second = pool.start()
+    assert second.pid == standby  # the standby became the replica: no new process
+    text = (logs / f"{second.name}.log").read_text()
+    assert f"start {second.name} from the warm standby (pid {standby})" in text
+    wait_until(lambda: f"I am {second.name}" in (logs / f"{second.name}.log").read_text(), 10,
+               what="the standby running as the replica it was ordered to be")
+    said = [ln for ln in (logs / f"{second.name}.log").read_text().splitlines()
+            if ln.startswith("I am")]
+    assert said == [f"I am {second.name} "]  # its order's arguments, without --standby
+    wait_until(lambda: pool._standby is not None and pool._standby.pid != standby, 10,
+               what="the next standby")
+    nxt = _standby_pid(pool, logs)
+    pool.shutdown(grace=2.0)
+    for pid in (first.pid, second.pid, nxt):
+        assert not pid_alive(pid)
+
+
+def test_a_standby_that_died_waiting_leaves_the_start_cold(make_pool, tmp_path) -> None:
+    pool = make_pool(STANDBY_STANDIN, standby=True)
+    pool.start()
+    standby = _standby_pid(pool, tmp_path / "logs")
+    os.kill(standby, 9)
+    wait_until(lambda: not psutil.pid_exists(standby)
+               or psutil.Process(standby).status() == psutil.STATUS_ZOMBIE, 10)
+    started = pool.start()
+    assert started.pid != standby and started.state == "running"
+    wait_until(lambda: f"I am {started.name}"
+               in (tmp_path / "logs" / f"{started.name}.log").read_text(), 10,
+               what="a cold start instead")
+
+
+def test_no_standby_unless_asked(make_pool, tmp_path) -> None:
+    pool = make_pool(STANDBY_STANDIN)
+    pool.start()
+    assert not pool.wait_for(lambda rs: False, 1.0)  # longer than the standby delay
+    assert pool._standby is None and not (tmp_path / "logs" / "standby.log").exists()
