@@ -11,10 +11,13 @@ and free ports, and times, from the launch:
 - with the browser (default): headless Chromium opens the Live page once `up` is done, and
   the time until its partition lanes all show an owner (the dashboard's own first live view);
 
-then POSTs "start replica" to the supervisor's control API (discovered from
-`<data_dir>/control.json` + token) and times it to the new replica's first processed batch:
-the first record it writes to the summaries changelog (a replica writes there only after
-Spark summarised a batch, just before it commits the batch's offsets).
+then, once the supervisor's warm standby is ready (`standby ready`), POSTs "start replica"
+to the supervisor's control API (discovered from `<data_dir>/control.json` + token) and
+times it to the new replica's first processed batch: the first record it writes to the
+summaries changelog (a replica writes there only after Spark summarised a batch, just before
+it commits the batch's offsets). That start takes the standby, as a presenter's would; a
+second start right after it, before the next standby exists, is timed the same way as the
+cold start (`cold_start_*`), side by side.
 
 Then it samples the resident memory (VmRSS from /proc, summed over each process subtree) of
 every role of `up`'s process tree — broker, spark, backend (the supervisor, without its
@@ -49,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, LoadSampler, machine, spread
 
+from backend.contracts.control import STANDBY_NAME, STANDBY_READY
 from backend.netutil import wait_until
 from backend.proc import abort_if_exited, spawn
 from backend.stack.soak import Soak
@@ -231,15 +235,31 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
             up.marks.setdefault("Live page lanes owned", up.since())
             result["page_open_to_lanes_s"] = round(time.monotonic() - t_open, 2)
         client = ControlClient.discover(up.root / "data", timeout=30)
-        start_ms = int(time.time() * 1000)
-        t_post = time.time()
-        info = client.start()
-        result["post_ms"] = round((time.time() - t_post) * 1000)
-        times = new_replica_times(settings, info.name, start_ms - 1000, args.timeout)
-        result["new_replica"] = info.name
-        result["start_replica_s"] = {k: round(v - t_post, 2) for k, v in times.items()}
-        t_batch = times.get("first batch")
-        result["start_to_first_batch_s"] = (round(t_batch - t_post, 2) if t_batch else None)
+        logs = up.root / "data" / "replicas"
+        standby_log = logs / f"{STANDBY_NAME}.log"
+        wait(lambda: standby_log.exists() and STANDBY_READY in standby_log.read_text(),
+             args.timeout, 0.5, up, "the supervisor's warm standby")
+        up.marks.setdefault("standby ready", up.since())
+
+        def start_one() -> tuple[str, float, dict[str, float], bool]:
+            start_ms = int(time.time() * 1000)
+            t_post = time.time()
+            info = client.start()
+            post_ms = round((time.time() - t_post) * 1000)
+            times = new_replica_times(settings, info.name, start_ms - 1000, args.timeout)
+            warm = "from the warm standby" in (logs / f"{info.name}.log").read_text()
+            return info.name, post_ms, {k: round(v - t_post, 2) for k, v in times.items()}, warm
+
+        # the start a presenter gets (the standby has been waiting), then one right after it,
+        # before the next standby exists: a cold start, as every start was without one
+        name, result["post_ms"], steps, result["start_from_standby"] = start_one()
+        result["new_replica"] = name
+        result["start_replica_s"] = steps
+        result["start_to_first_batch_s"] = steps.get("first batch")
+        name, _, steps, warm = start_one()
+        if not warm:
+            result["cold_start_replica_s"] = steps
+            result["cold_start_to_first_batch_s"] = steps.get("first batch")
         samples: dict[str, list[int]] = {}
         t_end = time.monotonic() + args.steady
         while True:
@@ -267,7 +287,8 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
 
 
 MILESTONES = ("broker ready", "spark ready", "backend ready", "web ready", "up done",
-              "first live snapshot", "first summary visible", "Live page lanes owned")
+              "first live snapshot", "first summary visible", "Live page lanes owned",
+              "standby ready")
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -278,6 +299,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if vals:
             startup[m] = spread(vals)
     starts = [r["start_to_first_batch_s"] for r in ok if r.get("start_to_first_batch_s")]
+    colds = [r["cold_start_to_first_batch_s"] for r in ok
+             if r.get("cold_start_to_first_batch_s")]
     rss: dict[str, list[float]] = {}
     for r in ok:
         for role, v in r["rss_mb"].items():
@@ -289,13 +312,20 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         memory["replica (any)"] = {"median": round(statistics.median(replicas), 1),
                                    "max": max(replicas), "n": len(replicas)}
     pages = [r["page_open_to_lanes_s"] for r in ok if r.get("page_open_to_lanes_s")]
-    replica_steps = {}
+    replica_steps, cold_steps = {}, {}
     for step in ("started", "assigned", "first batch"):
         vals = [r["start_replica_s"][step] for r in ok if step in r.get("start_replica_s", {})]
         if vals:
             replica_steps[step] = spread(vals)
+        vals = [r["cold_start_replica_s"][step] for r in ok
+                if step in r.get("cold_start_replica_s", {})]
+        if vals:
+            cold_steps[step] = spread(vals)
     return {"startup_s": startup,
             "start_replica_to_first_batch_s": spread(starts) if starts else None,
+            "cold_start_replica_to_first_batch_s": spread(colds) if colds else None,
+            "cold_start_replica_steps_s": cold_steps,
+            "starts_from_standby": sum(bool(r.get("start_from_standby")) for r in ok),
             "page_open_to_lanes_s": spread(pages) if pages else None,
             "start_replica_steps_s": replica_steps,
             "rss_mb": memory}
@@ -309,6 +339,8 @@ def print_table(data: dict[str, Any]) -> None:
         print(f"{m:<34} {v['median']:>9.1f} {v['min']:>7.1f} {v['max']:>7.1f} {v['n']:>3}")
     rows = [(f"start replica (API) -> {step}", v)
             for step, v in s["start_replica_steps_s"].items()]
+    rows += [(f"cold start (no standby) -> {step}", v)
+             for step, v in s.get("cold_start_replica_steps_s", {}).items()]
     rows.append(("open Live page -> lanes owned", s["page_open_to_lanes_s"]))
     for label, v in rows:
         if v:

@@ -49,9 +49,13 @@ def test_footprint_tiny(tmp_path, stack):
     assert run["start_to_first_batch_s"] and run["start_to_first_batch_s"] > 0
     steps = run["start_replica_s"]
     assert 0 < steps["started"] <= steps["assigned"] <= steps["first batch"], steps
+    # the first start took the supervisor's warm standby, the one right after it started cold
+    assert "standby ready" in marks and run["start_from_standby"] is True, run
+    cold = run["cold_start_replica_s"]
+    assert 0 < cold["started"] <= cold["assigned"] <= cold["first batch"], cold
     roles = data["summary"]["rss_mb"]
     for role in ("broker", "spark", "backend", "web", "replica (any)"):
         assert role in roles and roles[role]["median"] > 10, (role, roles)
-    assert len([r for r in roles if r.startswith("replica:")]) >= 4  # 3 + the started one
+    assert len([r for r in roles if r.startswith("replica:")]) >= 5  # 3 + the two started
     assert run["stop"]["survivors"] == [], run["stop"]
     assert run["stop"]["up_exit"] is not None
