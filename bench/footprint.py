@@ -16,8 +16,8 @@ to the supervisor's control API (discovered from `<data_dir>/control.json` + tok
 times it to the new replica's first processed batch: the first record it writes to the
 summaries changelog (a replica writes there only after Spark summarised a batch, just before
 it commits the batch's offsets). That start takes the standby, as a presenter's would; a
-second start right after it, before the next standby exists, is timed the same way as the
-cold start (`cold_start_*`), side by side.
+second start posted right after it, before the next standby exists, is a cold start
+(`cold_start_*`): both join the same rebalance under the same load, side by side.
 
 Then it samples the resident memory (VmRSS from /proc, summed over each process subtree) of
 every role of `up`'s process tree — broker, spark, backend (the supervisor, without its
@@ -159,9 +159,9 @@ def wait(check, timeout: float, interval: float, up: UpRun, what: str) -> None:
         raise RuntimeError(f"no {what} within {timeout:.0f} s") from None
 
 
-def new_replica_times(settings: Any, name: str, since_ms: int,
-                      timeout: float) -> dict[str, float]:
-    """Wall times (s) of a new replica's milestones: its `started` event, its first
+def new_replica_times(settings: Any, names: list[str], since_ms: int,
+                      timeout: float) -> dict[str, dict[str, float]]:
+    """Wall times (s) of new replicas' milestones, per name: its `started` event, its first
     `assigned` event with partitions (it joined the group), its first changelog record
     (`updated_ms`: stamped when Spark's result for its first batch came back)."""
     import orjson
@@ -171,22 +171,25 @@ def new_replica_times(settings: Any, name: str, since_ms: int,
 
     tails = [TopicTail(settings, t(DEFAULT_GROUP), since_ms, "bench-footprint", DEFAULT_GROUP)
              for t in (events_topic, summaries_topic)]
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {name: {} for name in names}
     try:
         deadline = time.monotonic() + timeout
-        while "first batch" not in out and time.monotonic() < deadline:
+        while (any("first batch" not in v for v in out.values())
+               and time.monotonic() < deadline):
             for msg in tails[0].poll(timeout=0.1):
                 e = orjson.loads(msg.value()) if msg.value() else {}
-                if e.get("replica") != name:
+                mine = out.get(e.get("replica", ""))
+                if mine is None:
                     continue
                 if e.get("type") == "started":
-                    out.setdefault("started", e["ts"] / 1000.0)
+                    mine.setdefault("started", e["ts"] / 1000.0)
                 elif e.get("type") == "assigned" and e.get("partitions"):
-                    out.setdefault("assigned", e["ts"] / 1000.0)
+                    mine.setdefault("assigned", e["ts"] / 1000.0)
             for msg in tails[1].poll(timeout=0.1):
                 s = orjson.loads(msg.value()) if msg.value() else {}
-                if s.get("replica") == name:
-                    out.setdefault("first batch", s["updated_ms"] / 1000.0)
+                mine = out.get(s.get("replica", ""))
+                if mine is not None:
+                    mine.setdefault("first batch", s["updated_ms"] / 1000.0)
         return out
     finally:
         for tail in tails:
@@ -241,25 +244,29 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
              args.timeout, 0.5, up, "the supervisor's warm standby")
         up.marks.setdefault("standby ready", up.since())
 
-        def start_one() -> tuple[str, float, dict[str, float], bool]:
-            start_ms = int(time.time() * 1000)
+        # the start a presenter gets (the standby has been waiting), and at once a second
+        # one, before the next standby exists: a cold start, as every start was without
+        # one. Both join the same rebalance on the same loaded machine: side by side.
+        start_ms = int(time.time() * 1000)
+        posts: list[tuple[str, float]] = []
+        for _ in range(2):
             t_post = time.time()
             info = client.start()
-            post_ms = round((time.time() - t_post) * 1000)
-            times = new_replica_times(settings, info.name, start_ms - 1000, args.timeout)
-            warm = "from the warm standby" in (logs / f"{info.name}.log").read_text()
-            return info.name, post_ms, {k: round(v - t_post, 2) for k, v in times.items()}, warm
-
-        # the start a presenter gets (the standby has been waiting), then one right after it,
-        # before the next standby exists: a cold start, as every start was without one
-        name, result["post_ms"], steps, result["start_from_standby"] = start_one()
-        result["new_replica"] = name
-        result["start_replica_s"] = steps
-        result["start_to_first_batch_s"] = steps.get("first batch")
-        name, _, steps, warm = start_one()
-        if not warm:
-            result["cold_start_replica_s"] = steps
-            result["cold_start_to_first_batch_s"] = steps.get("first batch")
+            if not posts:
+                result["post_ms"] = round((time.time() - t_post) * 1000)
+            posts.append((info.name, t_post))
+        times = new_replica_times(settings, [n for n, _ in posts], start_ms - 1000,
+                                  args.timeout)
+        for (name, t_post), key in zip(posts, ("", "cold_"), strict=True):
+            warm = "from the warm standby" in (logs / f"{name}.log").read_text()
+            steps = {k: round(v - t_post, 2) for k, v in times[name].items()}
+            if key == "":
+                result["new_replica"] = name
+                result["start_from_standby"] = warm
+            elif warm:  # not cold after all: leave the cold keys out rather than mislabel
+                continue
+            result[f"{key}start_replica_s"] = steps
+            result[f"{key}start_to_first_batch_s"] = steps.get("first batch")
         samples: dict[str, list[int]] = {}
         t_end = time.monotonic() + args.steady
         while True:
