@@ -89,6 +89,25 @@ def reason_column(parsed: Any, key: Any, text: Any, now_ms: int | None = None) -
 
 
 GROUP_KEYS = ("partition", "sid", "win", "reason", "bad_offset")
+# Below this many rows a batch runs interpreted (`SparkSummariser._execution_for`). A caught-up
+# replica's batch holds tens of rows, and for it Spark's fixed cost is the work: generating
+# and formatting the Java source of its projections and aggregation (the source is rebuilt per
+# query even when the compiled class is cached) costs more than interpreting 50 rows. Measured
+# on a quiet 2-core engine: 50 rows 141 -> 92 ms of engine CPU a query, 500 rows 104 -> 75 ms,
+# 2 000 rows about even, 10 000 rows 203 -> 262 ms (bench/README, "Spark's fixed cost").
+INTERPRETED_BELOW_ROWS = 2_000
+# Set once per session. The batch query has no exchange (`aggregate`: one task, one stage),
+# so adaptive execution has nothing to re-plan, yet it still runs each query's result stage
+# through its own stage machinery and thread pool: 10-20 % of a tiny query's engine CPU.
+SESSION_CONFS = {"spark.sql.adaptive.enabled": "false"}
+# How each execution mode sets the session: whole-stage codegen plus compiled expressions, or
+# neither. `factoryMode` is an internal Spark conf that a session may set at run time.
+EXECUTION_CONFS = {
+    "compiled": {"spark.sql.codegen.wholeStage": "true",
+                 "spark.sql.codegen.factoryMode": "FALLBACK"},
+    "interpreted": {"spark.sql.codegen.wholeStage": "false",
+                    "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
+}
 # The warm-up batch (SparkSummariser.warm_up): enough rows for the engine's JIT to compile the
 # query's per-row code (a 1-row warm-up left a fresh engine's first 20 000-row batch at ~1.3 s,
 # 5 000 rows ~0.6 s); more rows only cost a replica joining a busy demo, whose engine is warm.
@@ -259,6 +278,7 @@ class SparkSummariser:
     def __init__(self, remote: str | None) -> None:
         self.remote = remote
         self._session: Any = None
+        self._execution = ""  # the session's EXECUTION_CONFS mode, "" until first set
         self.warm = False  # warm_up ran on the current session: a replica need not again
 
     def session(self) -> Any:
@@ -283,8 +303,21 @@ class SparkSummariser:
             session = connect(url)
             session.client.set_retry_policies(
                 [DefaultPolicy(max_retries=3, initial_backoff=200, max_backoff=2000)])
+            for key, value in SESSION_CONFS.items():
+                session.conf.set(key, value)
             self._session = session
+            self._execution = ""
         return self._session
+
+    def _execution_for(self, rows: int) -> None:
+        """Interpreted below INTERPRETED_BELOW_ROWS rows, compiled above: a session setting,
+        changed (one small call per key) only when a batch crosses the line, which a
+        steady replica's batches seldom do."""
+        mode = "interpreted" if rows < INTERPRETED_BELOW_ROWS else "compiled"
+        if mode != self._execution:
+            for key, value in EXECUTION_CONFS[mode].items():
+                self.session().conf.set(key, value)
+            self._execution = mode
 
     def warm_up(self, typed: bool = False, rows: int = WARM_UP_ROWS,
                 both_plans: bool = False) -> None:
@@ -294,11 +327,12 @@ class SparkSummariser:
 
         `both_plans` also runs the plan for a batch that repeats a seq (`aggregate`'s
         per-seq level, which a replayed or duplicated record brings): a first such batch
-        otherwise costs 0.7-1.6 s more on 2 busy cores. A standby, off the start's critical
-        path, pays it; a cold start does not wait for it."""
+        otherwise costs 0.7-1.6 s more on 2 busy cores, and a two-row batch for the
+        interpreted mode (INTERPRETED_BELOW_ROWS) a new member's first batch runs in. A
+        standby, off the start's critical path, pays them; a cold start does not wait."""
         from backend.replica.batch import MicroBatch
 
-        seqs = [list(range(rows))] + ([[*range(rows), 0]] if both_plans else [])
+        seqs = [list(range(rows))] + ([[*range(rows), 0], [0, 1]] if both_plans else [])
         for plan in seqs:
             batch = MicroBatch()
             for seq in plan:
@@ -316,6 +350,17 @@ class SparkSummariser:
     def summarise(self, table: pa.Table, last_seqs: dict[str, int],
                   typed: bool = False) -> BatchResult:
         """`typed`: the table already has parsed columns (MicroBatch.to_typed_arrow)."""
+        try:
+            self._execution_for(table.num_rows)
+        except Exception:
+            self.reset()
+            raise
+        return self.query(table, last_seqs, typed)
+
+    def query(self, table: pa.Table, last_seqs: dict[str, int],
+              typed: bool = False) -> BatchResult:
+        """The batch query in the session's current execution mode (`summarise` picks it;
+        bench/spark_fixed_cost.py sets it and calls this)."""
         start = time.monotonic()
         try:
             frame = batch_frame(self.session(), table, last_seqs, typed)

@@ -162,6 +162,39 @@ def test_a_batch_without_repeated_seqs_gets_the_same_numbers_from_one_level(summ
     assert aggregations(aggregate(frame, validated=True, unique=False)) == 4
 
 
+def test_small_batches_run_interpreted_large_ones_compiled_with_the_same_numbers(summariser):
+    """The session's execution mode follows the batch size (INTERPRETED_BELOW_ROWS), both
+    ways across the line, and the numbers do not depend on it: each batch is run again in
+    the other mode and must give the same partials."""
+    import random
+
+    from backend.replica.spark_summary import (
+        EXECUTION_CONFS,
+        INTERPRETED_BELOW_ROWS,
+        SESSION_CONFS,
+    )
+
+    rng = random.Random(7)
+    last = {"car-01": 3, "car-02": -1}
+    for rows in (40, INTERPRETED_BELOW_ROWS + 500, 40):
+        b = MicroBatch()
+        for offset in range(rows):
+            sid = rng.choice(sorted(last))
+            b.add(offset % 3, offset, sid.encode(), message(sid, rng.randrange(0, rows // 2)))
+        table, _ = b.to_typed_arrow()
+        chosen = summariser.summarise(table, last, typed=True)
+        conf = summariser.session().conf
+        mode = "interpreted" if rows < INTERPRETED_BELOW_ROWS else "compiled"
+        for key, value in {**SESSION_CONFS, **EXECUTION_CONFS[mode]}.items():
+            assert conf.get(key) == value, (rows, key)
+        other = "compiled" if mode == "interpreted" else "interpreted"
+        for key, value in EXECUTION_CONFS[other].items():
+            conf.set(key, value)
+        forced = summariser.query(table, last, typed=True)
+        assert chosen.partials and forced.partials == chosen.partials, rows
+        summariser.reset()  # a new session: its settings must come back from scratch
+
+
 def test_a_repeated_seq_is_seen_before_the_plan_is_chosen():
     from backend.replica.spark_summary import seqs_unique
 
