@@ -405,9 +405,11 @@ class Replica:
             dead += rejected
         else:
             table = batch.to_arrow()
+        spark_s = 0.0
         if table.num_rows:
             try:
                 result = self._summarise(table, typed)
+                spark_s = result.seconds
             except Exception as exc:
                 self._report_spark_error(exc)
                 return False
@@ -448,8 +450,9 @@ class Replica:
                                 reasons=reasons)
         self.last_batch_ms = (time.monotonic() - start) * 1000.0
         if self.batches == 1:
-            log.info("first batch: %d records summarised and committed in %.0f ms, %.2f s "
-                     "after start", n, self.last_batch_ms, self._since_start())
+            log.info("first batch: %d records summarised and committed in %.0f ms (Spark "
+                     "%.0f ms), %.2f s after start", n, self.last_batch_ms, spark_s * 1000.0,
+                     self._since_start())
         self.sizing.processed(n)
         batch.__init__()  # type: ignore[misc]
         return True
