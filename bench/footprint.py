@@ -15,15 +15,16 @@ then, once the supervisor's warm standby is ready (`standby ready`), POSTs "star
 to the supervisor's control API (discovered from `<data_dir>/control.json` + token) and
 times it to the new replica's first processed batch: the first record it writes to the
 summaries changelog (a replica writes there only after Spark summarised a batch, just before
-it commits the batch's offsets). That start takes the standby, as a presenter's would; a
-second start posted right after it, before the next standby exists, is a cold start
-(`cold_start_*`): both join the same rebalance under the same load, side by side.
+it commits the batch's offsets). That start takes the standby, as a presenter's would, and
+runs alone. A second start posted once it has processed its first batch, before the next
+standby exists, is a cold start (`cold_start_*`), in the same run for comparison.
 
 Then it samples the resident memory (VmRSS from /proc, summed over each process subtree) of
 every role of `up`'s process tree — broker, spark, backend (the supervisor, without its
 replicas), web (streamlit, serving that open page), each replica — every `--interval` s for
-`--steady` s, and stops the stack: SIGTERM to `up`, then SIGKILL for anything of its tree
-still alive.
+`--steady` s once the next standby is warm too, with each role's CPU over that window
+(`cpu_pct_at_rest`: five caught-up replicas at the fleet's default rate), and stops the
+stack: SIGTERM to `up`, then SIGKILL for anything of its tree still alive.
 
     .venv/bin/python bench/footprint.py [--repeats 3] [--steady 60] [--interval 5]
         [--timeout 420] [--no-browser] [--json PATH]
@@ -118,6 +119,21 @@ class UpRun:
         for role, v in self.soak.ticks[-1].roles.items():
             name = role.split("@")[0]  # replica:NAME@start -> replica:NAME
             out[name] = out.get(name, 0) + v["rss"]
+        return out
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """role -> CPU seconds (user + system) its live processes have used so far."""
+        import psutil
+
+        from backend.stack.soak import all_processes, classify
+
+        assert self.proc is not None
+        out: dict[str, float] = {}
+        for (pid, _start), role in classify(self.proc.pid, all_processes()).items():
+            with contextlib.suppress(psutil.Error):
+                t = psutil.Process(pid).cpu_times()
+                name = role.split("@")[0]
+                out[name] = out.get(name, 0.0) + t.user + t.system
         return out
 
     def stop(self) -> dict[str, Any]:
@@ -244,38 +260,45 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
              args.timeout, 0.5, up, "the supervisor's warm standby")
         up.marks.setdefault("standby ready", up.since())
 
-        # the start a presenter gets (the standby has been waiting), and at once a second
-        # one, before the next standby exists: a cold start, as every start was without
-        # one. Both join the same rebalance on the same loaded machine: side by side.
-        start_ms = int(time.time() * 1000)
-        posts: list[tuple[str, float]] = []
-        for _ in range(2):
+        # The start a presenter gets (the standby has been waiting), alone, as a click on
+        # Start is. Once it has processed a batch, a second start: the standby is spent and
+        # the next one only starts STANDBY_DELAY_S after this post, so this one is cold, as
+        # every start was without a standby (that standby's warm-up overlaps the cold
+        # start's last seconds, which makes the cold figure a little worse, not better).
+        for key in ("", "cold_"):
+            start_ms = int(time.time() * 1000)
             t_post = time.time()
             info = client.start()
-            if not posts:
-                result["post_ms"] = round((time.time() - t_post) * 1000)
-            posts.append((info.name, t_post))
-        times = new_replica_times(settings, [n for n, _ in posts], start_ms - 1000,
-                                  args.timeout)
-        for (name, t_post), key in zip(posts, ("", "cold_"), strict=True):
-            warm = "from the warm standby" in (logs / f"{name}.log").read_text()
-            steps = {k: round(v - t_post, 2) for k, v in times[name].items()}
             if key == "":
-                result["new_replica"] = name
+                result["post_ms"] = round((time.time() - t_post) * 1000)
+            times = new_replica_times(settings, [info.name], start_ms - 1000, args.timeout)
+            warm = "from the warm standby" in (logs / f"{info.name}.log").read_text()
+            steps = {k: round(v - t_post, 2) for k, v in times[info.name].items()}
+            if key == "":
+                result["new_replica"] = info.name
                 result["start_from_standby"] = warm
             elif warm:  # not cold after all: leave the cold keys out rather than mislabel
                 continue
             result[f"{key}start_replica_s"] = steps
             result[f"{key}start_to_first_batch_s"] = steps.get("first batch")
+        # at rest: five replicas caught up, the fleet at its default rate, the next standby
+        # warm and waiting (its warm-up would otherwise count as the engine's rest)
+        wait(lambda: standby_log.read_text().count(STANDBY_READY) >= 2, args.timeout, 0.5, up,
+             "the next warm standby")
         samples: dict[str, list[int]] = {}
-        t_end = time.monotonic() + args.steady
+        cpu0, t0 = up.cpu_seconds(), time.monotonic()
+        t_end = t0 + args.steady
         while True:
             for role, v in up.rss().items():
                 samples.setdefault(role, []).append(v)
             if time.monotonic() >= t_end:
                 break
             time.sleep(min(args.interval, max(0.0, t_end - time.monotonic())))
+        cpu1, dt = up.cpu_seconds(), time.monotonic() - t0
         result["rss_mb"] = {role: [round(x / 2**20, 1) for x in v] for role, v in samples.items()}
+        # a role's share of one core over the window, for the processes alive at both ends
+        result["cpu_pct_at_rest"] = {role: round((cpu1[role] - cpu0[role]) / dt * 100, 1)
+                                     for role in sorted(cpu1) if role in cpu0}
         result["ok"] = True
     except Exception as exc:  # a failed repeat is recorded; the stack is stopped below
         result["ok"] = False
@@ -318,6 +341,10 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if replicas:
         memory["replica (any)"] = {"median": round(statistics.median(replicas), 1),
                                    "max": max(replicas), "n": len(replicas)}
+    cpu: dict[str, list[float]] = {}
+    for r in ok:
+        for role, v in r.get("cpu_pct_at_rest", {}).items():
+            cpu.setdefault(role, []).append(v)
     pages = [r["page_open_to_lanes_s"] for r in ok if r.get("page_open_to_lanes_s")]
     replica_steps, cold_steps = {}, {}
     for step in ("started", "assigned", "first batch"):
@@ -335,7 +362,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "starts_from_standby": sum(bool(r.get("start_from_standby")) for r in ok),
             "page_open_to_lanes_s": spread(pages) if pages else None,
             "start_replica_steps_s": replica_steps,
-            "rss_mb": memory}
+            "rss_mb": memory,
+            "cpu_pct_at_rest": {role: spread(v) for role, v in sorted(cpu.items())}}
 
 
 def print_table(data: dict[str, Any]) -> None:
@@ -356,6 +384,10 @@ def print_table(data: dict[str, Any]) -> None:
     print(f"\n{'process (subtree)':<20} {'RSS median MB':>13} {'max MB':>8} {'samples':>8}")
     for role, v in s["rss_mb"].items():
         print(f"{role:<20} {v['median']:>13.0f} {v['max']:>8.0f} {v['n']:>8}")
+    if s.get("cpu_pct_at_rest"):
+        print(f"\n{'at rest (% of one core)':<24} {'median':>7} {'min':>7} {'max':>7}")
+        for role, v in s["cpu_pct_at_rest"].items():
+            print(f"{role:<24} {v['median']:>7.1f} {v['min']:>7.1f} {v['max']:>7.1f}")
     print(f"\nload average during the run: {data['load']}  machine: {data['machine']}")
 
 

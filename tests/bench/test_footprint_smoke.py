@@ -57,5 +57,9 @@ def test_footprint_tiny(tmp_path, stack):
     for role in ("broker", "spark", "backend", "web", "replica (any)"):
         assert role in roles and roles[role]["median"] > 10, (role, roles)
     assert len([r for r in roles if r.startswith("replica:")]) >= 5  # 3 + the two started
+    # CPU at rest was read for every role, and the engine did work in it (replicas' batches)
+    cpu = run["cpu_pct_at_rest"]
+    assert set(("broker", "spark", "backend", "web")) <= set(cpu), cpu
+    assert all(v >= 0 for v in cpu.values()) and cpu["spark"] > 0, cpu
     assert run["stop"]["survivors"] == [], run["stop"]
     assert run["stop"]["up_exit"] is not None
