@@ -475,25 +475,10 @@ class ReplicaPool:
         options = options or self._options
         argv = self.config.argv(name, options)
         log_file = Path(self.config.log_dir) / f"{name}.log" if self.config.log_dir else None
-        env = self._env()
-
-        def launch() -> Any:
-            out: Any = subprocess.DEVNULL
-            if log_file is not None:
-                out = open(log_file, "ab")  # noqa: SIM115 - closed right after the fork
-                out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} start {name}: "
-                          f"{' '.join(argv)}\n".encode())
-                out.flush()
-            try:
-                return spawn(argv, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, env=env, close_fds=True,
-                             start_new_session=True)
-            finally:
-                if log_file is not None:
-                    out.close()
-
+        banner = f"start {name}: {' '.join(argv)}"
         try:
-            popen = self._take_standby(name, argv, log_file) or self._spawner.call(launch)
+            popen = (self._take_standby(name, argv, log_file)
+                     or self._spawner.call(lambda: self._launch(argv, log_file, banner)))
         except OSError as exc:
             raise PoolError(f"could not start replica {name}: {exc}") from None
         self._arm_standby()
@@ -506,6 +491,23 @@ class ReplicaPool:
         self._note(rec, "start")
         self._changed.notify_all()
         return rec
+
+    def _launch(self, argv: list[str], log_file: Path | None, banner: str | None = None,
+                stdin: Any = subprocess.DEVNULL) -> Any:
+        """Fork `argv` in its own session, its output appended to `log_file` (after a
+        `banner` line); run on the spawner thread (`_Spawner`)."""
+        out: Any = subprocess.DEVNULL
+        if log_file is not None:
+            out = open(log_file, "ab")  # noqa: SIM115 - closed right after the fork
+            if banner:
+                out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {banner}\n".encode())
+                out.flush()
+        try:
+            return spawn(argv, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
+                         env=self._env(), close_fds=True, start_new_session=True)
+        finally:
+            if log_file is not None:
+                out.close()
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -525,9 +527,7 @@ class ReplicaPool:
         a Spark session and the batch query compiled, ~2 CPU-seconds that on 2 busy cores
         were most of a new replica's 7-12 s to its first batch (bench/README.md)."""
         standby, self._standby = self._standby, None
-        if standby is None:
-            return None
-        if standby.poll() is not None:
+        if standby is None or standby.poll() is not None:
             return None
         order = StandbyOrder(argv=argv[len(self.config.command):],
                              log=str(log_file) if log_file else None, title=" ".join(argv))
@@ -562,19 +562,9 @@ class ReplicaPool:
             argv = [*self.config.argv(STANDBY_NAME, self._options), "--standby"]
             log_file = (Path(self.config.log_dir) / f"{STANDBY_NAME}.log"
                         if self.config.log_dir else None)
-
-            def launch() -> Any:
-                out: Any = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
-                try:
-                    return spawn(argv, stdin=subprocess.PIPE, stdout=out,
-                                 stderr=subprocess.STDOUT, env=self._env(), close_fds=True,
-                                 start_new_session=True)
-                finally:
-                    if log_file is not None:
-                        out.close()
-
             try:
-                self._standby = self._spawner.call(launch)
+                self._standby = self._spawner.call(
+                    lambda: self._launch(argv, log_file, stdin=subprocess.PIPE))
             except OSError as exc:  # the next start is cold, as without a standby
                 self._recent.append({"ts": time.time(), "replica": STANDBY_NAME,
                                      "action": "standby-failed", "error": str(exc)})
