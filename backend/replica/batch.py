@@ -43,12 +43,6 @@ _JSON_PARSE = pa_json.ParseOptions(explicit_schema=_VALUE_SCHEMA,
 
 
 CAUGHT_UP_MS = 250  # a caught-up consumer's batch is due this soon: latency, not size
-# ...unless Spark took long over the last batch: then not before this many times that long.
-# Replicas share one engine, so a slow answer means others are queued there too; waiting in
-# proportion moves the waiting out of the engine, where it slows everyone (a delay-based
-# back-off), and keeps a replica in a query at most 1 / (1 + ENGINE_BACKOFF) of its caught-up
-# time. A quiet engine (≤ CAUGHT_UP_MS / ENGINE_BACKOFF a query) sees no change.
-ENGINE_BACKOFF = 1.5
 # While catching up a batch grows up to this many times `batch_max`. Spark's cost per row is
 # flat from 50 000 to 150 000 rows a batch (≈ 6.5 µs on 2 cores, the engine's 480m heap) and
 # jumps by half beyond (200 000 rows: ≈ 10 µs, the heap churning): 5 x 20 000 stays below it.
@@ -63,8 +57,7 @@ class BatchSizing:
     batch depends on the consumer's position. With a backlog (a consume filled all the room it
     was given) batches grow, doubling up to BACKLOG_GROWTH × `batch_max`, to amortise the
     fixed part; once caught up (a consume came back short) a batch is due as soon as it is
-    CAUGHT_UP_MS old (or ENGINE_BACKOFF times the last batch's Spark time, when the shared
-    engine is busy), so a record waits a quarter second rather than `batch_ms`, and the cap
+    CAUGHT_UP_MS old, so a record waits a quarter second rather than `batch_ms`, and the cap
     shrinks back. `batch_ms` stays the longest any record waits.
     """
 
@@ -72,7 +65,6 @@ class BatchSizing:
     batch_max: int = 20_000
     limit: int = 0  # the current cap, between batch_max and BACKLOG_GROWTH × batch_max
     backlog: bool = True  # until a consume comes back short, assume there is one
-    spark_ms: float = 0.0  # what Spark took over the last batch
 
     def __post_init__(self) -> None:
         self.limit = self.limit or self.batch_max
@@ -94,24 +86,17 @@ class BatchSizing:
         age = batch.age_ms(now)
         if len(batch) >= self.limit or age >= self.batch_ms:
             return True
-        return not self.backlog and age >= self.caught_up_ms
+        return not self.backlog and age >= min(CAUGHT_UP_MS, self.batch_ms)
 
     def wait_s(self, batch: MicroBatch, now: float, longest: float) -> float:
         """How long the next consume may block before the batch falls due."""
         if batch.started is None:
             return longest
-        until = self.batch_ms if self.backlog else self.caught_up_ms
+        until = self.batch_ms if self.backlog else min(CAUGHT_UP_MS, self.batch_ms)
         return max(0.0, min(longest, (until - batch.age_ms(now)) / 1000.0))
 
-    @property
-    def caught_up_ms(self) -> float:
-        """How old a caught-up consumer's batch gets before it is due."""
-        return min(self.batch_ms, max(CAUGHT_UP_MS, ENGINE_BACKOFF * self.spark_ms))
-
-    def processed(self, size: int, spark_s: float = 0.0) -> None:
-        """After a batch: grow while full batches keep coming, shrink once they do not; the
-        batch's Spark time sets how soon the next caught-up one is due."""
-        self.spark_ms = spark_s * 1000.0
+    def processed(self, size: int) -> None:
+        """After a batch: grow while full batches keep coming, shrink once they do not."""
         if size >= self.limit and self.backlog:
             self.limit = min(self.limit * 2, self.ceiling)
         elif size < self.limit // 2:

@@ -453,7 +453,7 @@ class Replica:
             log.info("first batch: %d records summarised and committed in %.0f ms (Spark "
                      "%.0f ms), %.2f s after start", n, self.last_batch_ms, spark_s * 1000.0,
                      self._since_start())
-        self.sizing.processed(n, spark_s)
+        self.sizing.processed(n)
         batch.__init__()  # type: ignore[misc]
         return True
 

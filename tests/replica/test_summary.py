@@ -8,13 +8,7 @@ import pytest
 
 from backend.contracts import MAX_MESSAGE_BYTES
 from backend.contracts.summary import RING_SIZE, BatchPartial, FieldStats, Summary, WindowAgg
-from backend.replica.batch import (
-    BACKLOG_GROWTH,
-    CAUGHT_UP_MS,
-    ENGINE_BACKOFF,
-    BatchSizing,
-    MicroBatch,
-)
+from backend.replica.batch import BACKLOG_GROWTH, CAUGHT_UP_MS, BatchSizing, MicroBatch
 from backend.replica.deadletter import (
     REASON_NO_KEY,
     REASON_NULL_VALUE,
@@ -192,31 +186,6 @@ def test_batches_grow_with_the_backlog_and_come_soon_once_caught_up():
         assert sizing.limit == expected
     # batch_ms below the caught-up delay stays the bound
     assert BatchSizing(batch_ms=100, batch_max=100, backlog=False).due(b, b.started + 0.101)
-
-
-def test_a_caught_up_batch_waits_longer_while_the_shared_engine_answers_slowly():
-    """Spark's time over the last batch stretches the caught-up delay (a busy engine), never
-    past batch_ms; a quick answer puts it back at CAUGHT_UP_MS; a backlog is unaffected."""
-    b = MicroBatch()
-    b.add(0, 0, b"car-01", b"{}")
-    sizing = BatchSizing(batch_ms=1000, batch_max=100, backlog=False)
-    quiet_s = CAUGHT_UP_MS / ENGINE_BACKOFF / 1000 * 0.9
-    sizing.processed(1, spark_s=quiet_s)  # a quiet engine: nothing changes
-    assert sizing.caught_up_ms == CAUGHT_UP_MS
-    assert sizing.due(b, b.started + CAUGHT_UP_MS / 1000 + 1e-3)
-    sizing.processed(1, spark_s=0.4)  # a busy one: 1.5 x 400 ms
-    assert sizing.caught_up_ms == pytest.approx(ENGINE_BACKOFF * 400)
-    assert not sizing.due(b, b.started + 0.5)
-    assert sizing.due(b, b.started + ENGINE_BACKOFF * 0.4 + 1e-3)
-    assert sizing.wait_s(b, b.started + 0.5, 1.0) == pytest.approx(ENGINE_BACKOFF * 0.4 - 0.5)
-    sizing.processed(1, spark_s=5.0)  # however slow, batch_ms is the longest a record waits
-    assert sizing.caught_up_ms == 1000 and sizing.due(b, b.started + 1.001)
-    sizing.processed(1, spark_s=0.05)
-    assert sizing.due(b, b.started + CAUGHT_UP_MS / 1000 + 1e-3)
-    sizing.processed(1, spark_s=0.4)
-    sizing.took(100, 100)  # a backlog waits for size or batch_ms, as before
-    assert not sizing.due(b, b.started + 0.7)
-    assert sizing.wait_s(b, b.started + 0.5, 1.0) == pytest.approx(0.5)
 
 
 def test_failed_batch_absorbs_what_arrived_meanwhile_in_order():
