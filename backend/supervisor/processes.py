@@ -223,6 +223,12 @@ class _Spawner:
             self._thread.join(timeout=5)
 
 
+def _banner(log_file: Path, text: str) -> None:
+    """A `---- time text` line in a replica's log, where each start of that name begins."""
+    with open(log_file, "ab") as out:
+        out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n".encode())
+
+
 def _killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -498,10 +504,9 @@ class ReplicaPool:
         `banner` line); run on the spawner thread (`_Spawner`)."""
         out: Any = subprocess.DEVNULL
         if log_file is not None:
-            out = open(log_file, "ab")  # noqa: SIM115 - closed right after the fork
             if banner:
-                out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {banner}\n".encode())
-                out.flush()
+                _banner(log_file, banner)
+            out = open(log_file, "ab")  # noqa: SIM115 - closed right after the fork
         try:
             return spawn(argv, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
                          env=self._env(), close_fds=True, start_new_session=True)
@@ -532,9 +537,8 @@ class ReplicaPool:
         order = StandbyOrder(argv=argv[len(self.config.command):],
                              log=str(log_file) if log_file else None, title=" ".join(argv))
         if log_file is not None:
-            with open(log_file, "ab") as out:
-                out.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} start {name} from the "
-                          f"warm standby (pid {standby.pid}): {' '.join(argv)}\n".encode())
+            _banner(log_file, f"start {name} from the warm standby (pid {standby.pid}): "
+                              f"{' '.join(argv)}")
         try:
             standby.stdin.write(order.model_dump_json().encode() + b"\n")
             standby.stdin.close()

@@ -36,7 +36,7 @@ def one_replica(kafka, spark_remote, tmp_path: Path) -> Iterator[Backend]:
 
 
 def _standbys(b: Backend) -> list[int]:
-    return [pid for pid in pids_with_arg("--group", b.group, "--standby")]
+    return pids_with_arg("--group", b.group, "--standby")
 
 
 def test_a_started_replica_is_the_warm_standby_and_processes(one_replica: Backend) -> None:
