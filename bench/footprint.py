@@ -17,7 +17,9 @@ times it to the new replica's first processed batch: the first record it writes 
 summaries changelog (a replica writes there only after Spark summarised a batch, just before
 it commits the batch's offsets). That start takes the standby, as a presenter's would, and
 runs alone. A second start posted once it has processed its first batch, before the next
-standby exists, is a cold start (`cold_start_*`), in the same run for comparison.
+standby exists, is a cold start (`cold_start_*`), in the same run for comparison. Each
+start's `replica_log` keeps the new replica's own lines (ready, assigned, first batch with its
+Spark share), which say where those seconds went.
 
 Then it samples the resident memory (VmRSS from /proc, summed over each process subtree) of
 every role of `up`'s process tree — broker, spark, backend (the supervisor, without its
@@ -212,6 +214,22 @@ def new_replica_times(settings: Any, names: list[str], since_ms: int,
             tail.close()
 
 
+def start_log(path: Path, up: UpRun) -> list[str]:
+    """The new replica's own account of its start (ready, assigned, first batch with its
+    Spark share): where the seconds to its first batch went, from its log since the start's
+    banner. The first-batch line follows the changelog record that ended the timing."""
+    wanted = ("becomes replica", "ready in", "assigned [", "first batch:")
+
+    def lines() -> list[str]:
+        text = path.read_text(errors="replace")
+        return [ln for ln in text[text.rfind("\n---- ") + 1:].splitlines()
+                if any(w in ln for w in wanted)]
+
+    wait(lambda: any("first batch:" in ln for ln in lines()), 30, 0.2, up,
+         f"the first-batch line in {path.name}")
+    return lines()
+
+
 def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from backend.cluster.settings import resolve_settings
     from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
@@ -281,6 +299,7 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
                 continue
             result[f"{key}start_replica_s"] = steps
             result[f"{key}start_to_first_batch_s"] = steps.get("first batch")
+            result[f"{key}replica_log"] = start_log(logs / f"{info.name}.log", up)
         # at rest: five replicas caught up, the fleet at its default rate, the next standby
         # warm and waiting (its warm-up would otherwise count as the engine's rest)
         wait(lambda: standby_log.read_text().count(STANDBY_READY) >= 2, args.timeout, 0.5, up,

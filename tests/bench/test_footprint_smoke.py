@@ -51,6 +51,10 @@ def test_footprint_tiny(tmp_path, stack):
     assert 0 < steps["started"] <= steps["assigned"] <= steps["first batch"], steps
     # the first start took the supervisor's warm standby, the one right after it started cold
     assert "standby ready" in marks and run["start_from_standby"] is True, run
+    # the new replica's own account of the start, from its log: becoming it, then its first batch
+    account = run["replica_log"]
+    assert any("becomes replica" in ln for ln in account), account
+    assert any("first batch:" in ln and "(Spark " in ln for ln in account), account
     cold = run["cold_start_replica_s"]
     assert 0 < cold["started"] <= cold["assigned"] <= cold["first batch"], cold
     roles = data["summary"]["rss_mb"]
