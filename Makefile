@@ -25,9 +25,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# Kafka's jars by Maven coordinates into the user's cache (once; offline afterwards).
+# Kafka's jars by Maven coordinates into the user's cache (once; offline afterwards), and
+# Spark's class-data archive for a faster engine start (once per Java and pyspark).
 jars: setup
-	@$(BIN)/python -c 'from backend.cluster.jars import kafka_classpath; kafka_classpath()'
+	@$(BIN)/python -m backend.stack.prepare
 
 lint: setup
 	$(BIN)/ruff check .

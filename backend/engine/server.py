@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backend.engine import classdata
 from backend.netutil import ensure_port_free, free_port, port_open
 from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, StopSignals
 
@@ -59,6 +60,10 @@ class SparkConnectServer:
     token: str | None = field(default=None, repr=False)  # required of every client when set
     workers: int = 0  # 0: local[*]; N: a standalone master and N workers
     ui_port: int | None = None  # the driver's web UI; None: a free port
+    # the class-data archive its JVM maps (backend/engine/classdata.py): by default the one
+    # built for this Java and pyspark, if any; `record_classes` writes one at exit instead
+    class_archive: Path | None = field(default_factory=classdata.cached_archive)
+    record_classes: Path | None = None
     _service: ServiceProcess = field(init=False, repr=False)
     _cluster: StandaloneCluster | None = field(init=False, repr=False, default=None)
     ready_s: float | None = field(init=False, default=None)  # how long start() took
@@ -116,8 +121,10 @@ class SparkConnectServer:
             "spark.sql.warehouse.dir": str(Path(self.work_dir) / "warehouse"),
             # the whole heap up front, touched once: RSS is flat from the start instead of
             # creeping toward -Xmx over the first hour (what a soak would call a leak)
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.work_dir} "
-                                             f"-Xms{self.driver_memory} -XX:+AlwaysPreTouch",
+            "spark.driver.extraJavaOptions": " ".join([
+                f"-Dderby.system.home={self.work_dir}", f"-Xms{self.driver_memory}",
+                "-XX:+AlwaysPreTouch",
+                *classdata.jvm_options(self.class_archive, self.record_classes)]),
             # every batch is a new local relation, so a cached plan is never reused, yet the
             # cache (16 plans a session) holds each one's rows: with four replicas' sessions
             # of 20 000-row batches it alone filled a 512m heap (OutOfMemoryError)

@@ -1,0 +1,71 @@
+"""Spark's class-data archive: keyed to its Java and pyspark, mapped by the engine's JVM, and
+never a reason for the engine not to start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.engine import classdata
+from backend.engine.session import check_engine
+from backend.stack.prepare import spark_class_archive
+
+
+def _fake_java(root: Path, body: bytes) -> Path:
+    java = root / "bin" / "java"
+    java.parent.mkdir(parents=True, exist_ok=True)
+    java.write_bytes(body)
+    java.chmod(0o755)
+    return root
+
+
+def test_the_archive_is_keyed_to_the_java_it_was_built_with(tmp_path, monkeypatch):
+    monkeypatch.setenv("GROUPSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk-a", b"#!/bin/sh\n")))
+    first = classdata.archive_path()
+    assert first is not None and first.parent == tmp_path / "cache"
+    assert first.name.startswith(classdata.PREFIX) and first.suffix == ".jsa"
+    assert classdata.cached_archive() is None  # not built yet
+    first.write_bytes(b"built")
+    assert classdata.cached_archive() == first
+
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk-b", b"#!/bin/sh\n\n")))
+    other = classdata.archive_path()
+    assert other is not None and other != first
+    assert classdata.cached_archive() is None  # another Java: its own, not yet built
+
+
+def test_jvm_options_map_an_archive_or_record_one(tmp_path):
+    archive, record = tmp_path / "a.jsa", tmp_path / "b.jsa"
+    assert classdata.jvm_options(None) == []
+    assert classdata.jvm_options(archive) == [f"-XX:SharedArchiveFile={archive}"]
+    assert classdata.jvm_options(archive, record) == [f"-XX:ArchiveClassesAtExit={record}"]
+
+
+def _mapped_files(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/maps") as maps:
+        return {line.split(maxsplit=5)[5].strip() for line in maps if len(line.split()) > 5}
+
+
+def test_an_engine_maps_the_archive_built_for_its_java(spark_factory, tmp_path):
+    """What `make jars` builds (here built if it was not), a new engine maps by default: its
+    JVM loads Spark's classes from the archive instead of from their jars."""
+    archive = spark_class_archive()
+    assert archive is not None, "the archive could not be built (see the line above)"
+    assert classdata.cached_archive() == archive
+    server = spark_factory(tmp_path / "spark")
+    assert server.class_archive == archive
+    server.start()
+    assert server.process is not None
+    assert str(archive) in _mapped_files(server.process.pid)  # spark-submit execs the JVM
+    log = server.log_file.read_text(errors="replace")
+    assert classdata.REFUSED not in log
+
+
+def test_an_archive_the_jvm_cannot_use_only_costs_speed(spark_factory, tmp_path):
+    """Junk where the archive should be (another build's file, a bad copy): the JVM ignores
+    it and the engine answers as it would without one."""
+    junk = tmp_path / "junk.jsa"
+    junk.write_bytes(bytes(range(256)) * 64)
+    server = spark_factory(tmp_path / "spark", class_archive=junk).start()
+    assert check_engine(server.remote).startswith("4.")
+    assert str(junk) not in _mapped_files(server.process.pid)
