@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.netutil import wait_until
+from backend.netutil import free_port, wait_until
 from backend.proc import STOP_WITHIN_S, spawn
 from backend.stack.launcher import NEEDS, StackLauncher, Step, levels, stop_waves
 from backend.stack.procfile import ProcfileError, read_procfile
@@ -111,6 +112,46 @@ def test_independent_types_start_together_and_a_dependent_after_both(data, marke
     stopping = [s.name for s in steps if s.event == "stopping"]
     assert stopping == ["app", "eng", "svc"]
     assert stack_processes(marker) == []
+
+
+def test_a_type_that_serves_early_frees_its_dependents_before_it_is_ready(data, marker):
+    """`eng` accepts connections at once but is ready only once `app` runs (as Spark's real
+    query waits on nothing, but is no longer what the backend waits for): had the launcher
+    held `app` back until `eng` was ready, it would never get there; and start_all returns
+    only once `eng` is ready after all."""
+    app_started = data / "app.started"
+    touch = f"import pathlib, time; pathlib.Path('{app_started}').touch(); time.sleep(120)"
+    procfile = _procfile(data, f"""\
+        eng: {SLEEPER}
+        app: python -c "{touch}"
+        """)
+    launcher = StackLauncher(out=io.StringIO(), procfile=procfile, needs={"app": ("eng",)},
+                             probes={"eng": app_started.exists},
+                             serving={"eng": lambda: True})
+    try:
+        launcher.start_all()
+    finally:
+        launcher.stop_all()
+    steps = launcher.timeline
+    assert (_index(steps, "eng", "serving") < _index(steps, "app", "starting")
+            < _index(steps, "eng", "ready"))
+    assert {(s.name, s.event) for s in steps} >= {("eng", "ready"), ("app", "ready")}
+    assert stack_processes(marker) == []
+
+
+def test_the_backend_waits_only_for_spark_to_listen(data, monkeypatch):
+    """The stack's own probes: Spark frees the backend once its Connect port accepts, the
+    broker only once it answers (it has no early probe)."""
+    port = free_port()
+    monkeypatch.setenv("GROUPSCOPE_SPARK_PORT", str(port))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    launcher = StackLauncher(out=io.StringIO())
+    assert launcher._serving_probe("broker") is None
+    assert launcher._serving_probe("web") is None
+    listens = launcher._serving_probe("spark")
+    assert listens is not None and listens() is False
+    with socket.create_server(("127.0.0.1", port)):
+        assert listens() is True
 
 
 def test_a_type_that_fails_to_start_stops_the_others_with_one_line(data, marker):

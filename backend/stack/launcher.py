@@ -2,7 +2,9 @@
 
 NEEDS is the one place the order is written. A process type starts once every type it needs
 answers a real request (its readiness probe), so types that need nothing start together: the
-broker's and Spark's JVMs warm up side by side instead of one after the other. The main
+broker's and Spark's JVMs warm up side by side instead of one after the other. A type with
+a serving probe (Spark) frees what needs it earlier, as soon as it accepts connections; `up`
+still reports it ready, and is done starting, only once its real probe passes. The main
 thread spawns every child (a child dies with the thread that forked it, see backend/proc.py);
 one thread per starting child only probes it and reports to the main thread, which records
 each step in `timeline`. The first child that exits or misses its timeout ends the start-up
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +45,7 @@ from pathlib import Path
 
 from backend.cluster.settings import resolve_settings
 from backend.engine.session import check_engine
-from backend.netutil import wait_until
+from backend.netutil import port_open, wait_until
 from backend.paths import data_dir
 from backend.proc import (
     LAST_WAVE_S,
@@ -82,7 +85,7 @@ class Step:
 
     at: float
     name: str
-    event: str  # "skipped", "starting", "ready", "stopping"
+    event: str  # "skipped", "starting", "serving", "ready", "stopping"
 
 
 @dataclass
@@ -90,6 +93,11 @@ class RunningProcess:
     kind: ProcessType
     popen: subprocess.Popen
     started: float = field(default_factory=time.monotonic)
+
+
+# What a waiter thread reports: the process, "serving" or "ready" (or "exited"), and the
+# one-line error that ends the start-up, or None
+Report = tuple[RunningProcess, str, str | None]
 
 
 class _Cancelled(Exception):
@@ -129,8 +137,10 @@ class StackLauncher:
                  procfile: Path | None = None,
                  needs: Mapping[str, Iterable[str]] | None = None,
                  probes: Mapping[str, Probe] | None = None,
+                 serving: Mapping[str, Probe] | None = None,
                  restartable: Iterable[str] = RESTARTABLE) -> None:
-        """`procfile`, `needs`, `probes` (readiness per type, over the built-in ones) and
+        """`procfile`, `needs`, `probes` (readiness per type, over the built-in ones),
+        `serving` (early probes, see _serving_probe; instead of the built-in ones) and
         `restartable` default to the stack's own; tests run the scheduling with small
         processes."""
         self.config = config or StackConfig.from_env()
@@ -138,6 +148,7 @@ class StackLauncher:
         self.procfile = procfile
         self.needs = NEEDS if needs is None else needs
         self.probes = dict(probes or {})
+        self.serving = None if serving is None else dict(serving)
         self.restartable = frozenset(restartable)
         self._restarts: dict[str, list[float]] = {}
         self.running: list[RunningProcess] = []
@@ -156,14 +167,31 @@ class StackLauncher:
             # a cluster's other nodes are on ports its process picks and writes down)
             brokers = 1 if self.config.external_kafka else self.config.brokers
             return lambda: resolve_settings().check_reachable(timeout=2.0) >= brokers
-        if name == "spark":
-            return lambda: bool(check_engine(self.config.spark_remote, warm_up=True))
+        if name == "spark":  # a real query; the warm-up is the replicas' own
+            return lambda: bool(check_engine(self.config.spark_remote))
         if name == "backend":
             return self._backend_ready
         if name == "web":
             url = f"http://127.0.0.1:{self.config.web_port}/_stcore/health"
             return lambda: _http_text(url) == "ok"
         return lambda: True
+
+    def _serving_probe(self, name: str) -> Probe | None:
+        """When what needs `name` may start, if sooner than its readiness probe; None for a
+        type whose dependents wait for that.
+
+        Spark: its gRPC port opens once its Spark session is up, and each replica's warm-up
+        is a real first query it retries until answered. Making the backend wait for `up`'s
+        own query too put a fresh engine's first-query cost (~4 s on 2 cores) on the start's
+        critical path, and then the replicas paid most of it again in their sessions."""
+        if self.serving is not None:
+            return self.serving.get(name)
+        if name == "spark":
+            parsed = urllib.parse.urlparse(
+                self.config.spark_remote.replace("sc://", "http://", 1))
+            host, port = parsed.hostname or "127.0.0.1", parsed.port or 0
+            return lambda: port_open(host, port)
+        return None
 
     def _backend_ready(self) -> bool:
         info = data_dir() / "control.json"
@@ -215,11 +243,14 @@ class StackLauncher:
             line = raw.decode(errors="replace").rstrip()
             self.say(f"{proc.kind.name:>8} | {line}")
 
-    def _await_ready(self, proc: RunningProcess, probe: Probe,
-                     results: queue.Queue[tuple[RunningProcess, str | None]]) -> None:
-        """A waiter thread: probe until ready, then report (proc, None) or (proc, error)."""
+    def _await_ready(self, proc: RunningProcess, probes: Sequence[tuple[str, Probe]],
+                     results: queue.Queue[Report]) -> None:
+        """A waiter thread: each (event, probe) in turn until it passes, reporting (proc,
+        event, None) for each, or (proc, event, error) and no more. All of them share the
+        type's READY_TIMEOUT."""
         name = proc.kind.name
         timeout = READY_TIMEOUT.get(name, 60.0)
+        deadline = time.monotonic() + timeout
         exited = abort_if_exited(proc.popen, name, lambda: " while starting")
 
         def abort() -> None:
@@ -227,16 +258,19 @@ class StackLauncher:
                 raise _Cancelled
             exited()
 
-        try:
-            wait_until(probe, timeout, interval=0.5, what=name, abort=abort)
-        except _Cancelled:
-            return
-        except TimeoutError:
-            results.put((proc, f"{name} not ready within {timeout:.0f}s"))
-        except Exception as exc:  # the child exited (abort_if_exited's one line)
-            results.put((proc, str(exc)))
-        else:
-            results.put((proc, None))
+        for event, probe in probes:
+            try:
+                wait_until(probe, max(0.0, deadline - time.monotonic()), interval=0.5,
+                           what=name, abort=abort)
+            except _Cancelled:
+                return
+            except TimeoutError:
+                results.put((proc, event, f"{name} not ready within {timeout:.0f}s"))
+                return
+            except Exception as exc:  # the child exited (abort_if_exited's one line)
+                results.put((proc, event, str(exc)))
+                return
+            results.put((proc, event, None))
 
     def start_all(self) -> None:
         """Start every Procfile type as soon as all it needs is ready; return when all are.
@@ -253,7 +287,9 @@ class StackLauncher:
             if wanted := tuple(self.needs.get(name, ())):
                 self.say(f"{name:>8} | starts once {', '.join(wanted)} "
                          f"{'is' if len(wanted) == 1 else 'are'} ready")
-        results: queue.Queue[tuple[RunningProcess, str | None]] = queue.Queue()
+        results: queue.Queue[Report] = queue.Queue()
+        not_ready: set[str] = set()  # started, its readiness probe not passed yet
+        serving: set[str] = set()  # what needs these has been started already
         while True:
             # everything whose needs are met starts now, together (skipped types count as
             # ready at once, which may free more)
@@ -265,30 +301,41 @@ class StackLauncher:
                         sorter.done(name)
                         continue
                     kind = kinds[name]
-                    probe = self._probe(name)
+                    early = self._serving_probe(name)
+                    probes = [*([("serving", early)] if early else []),
+                              ("ready", self._probe(name))]
                     self._step(name, "starting", f"starting: {kind.command}")
                     proc = self.start(kind)
-                    threading.Thread(target=self._await_ready, args=(proc, probe, results),
+                    not_ready.add(name)
+                    threading.Thread(target=self._await_ready, args=(proc, probes, results),
                                      daemon=True, name=f"ready-{name}").start()
-            if not sorter.is_active():
+            if not sorter.is_active() and not not_ready:
                 return
-            proc, error = self._next_report(results)
+            proc, event, error = self._next_report(results)
             if error is not None:
                 raise RuntimeError(error)
             name = proc.kind.name
-            self._step(name, "ready", f"ready in {time.monotonic() - proc.started:.1f}s")
-            sorter.done(name)
+            took = time.monotonic() - proc.started
+            if event == "serving":
+                self._step(name, "serving", f"accepting connections after {took:.1f}s: what "
+                                            f"needs it starts now")
+                serving.add(name)
+                sorter.done(name)
+                continue
+            self._step(name, "ready", f"ready in {took:.1f}s")
+            not_ready.discard(name)
+            if name not in serving:
+                sorter.done(name)
 
-    def _next_report(self, results: queue.Queue[tuple[RunningProcess, str | None]]
-                     ) -> tuple[RunningProcess, str | None]:
+    def _next_report(self, results: queue.Queue[Report]) -> Report:
         """The next waiter's report, in short waits so a Ctrl-C is handled at once. A child
         that has exited meanwhile is a report too, whichever it is: its own waiter may be
         stuck inside a probe that does not return (something else answering on its port)."""
         while True:
             gone = self._first_exited()
             if gone is not None:
-                return gone, (f"{gone.kind.name} exited with code {gone.popen.returncode} "
-                              f"while starting")
+                return gone, "exited", (f"{gone.kind.name} exited with code "
+                                        f"{gone.popen.returncode} while starting")
             try:
                 return results.get(timeout=0.5)
             except queue.Empty:
