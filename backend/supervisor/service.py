@@ -10,6 +10,7 @@ with it if it is SIGKILLed (backend/proc.py).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -55,6 +56,9 @@ SHUTDOWN_BUDGET_S = STOP_BUDGET_S - LAST_WAVE_S
 FLEET_FLUSH_MIN_S = 1.0
 
 DESCRIBE_TIMEOUT_S = 3.0
+# At start-up the first replica joins alone and the others start once it is a member of the
+# group, or after this long at the most (see _start_replicas)
+FIRST_JOIN_WAIT_S = 30.0
 
 
 @dataclass
@@ -92,6 +96,7 @@ class SupervisorService:
         self._admin: GuardedAdmin | None = None
         self._partitions: int | None = None
         self._topic_lock = threading.Lock()
+        self._closing = threading.Event()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -128,11 +133,43 @@ class SupervisorService:
             write_control_files(Path(cfg.data_dir), self.server.url, self.token,
                                 bootstrap=cfg.settings.bootstrap, kafka_config=cfg.kafka_config)
             if cfg.replicas:
-                self.pool.scale(min(cfg.replicas, cfg.max_replicas))
+                self._start_replicas(min(cfg.replicas, cfg.max_replicas))
         except BaseException:
             self.close()
             raise
         return self
+
+    def _start_replicas(self, n: int) -> None:
+        """The first replica alone, the others once the broker lists it as a member (or
+        FIRST_JOIN_WAIT_S has passed), unless the pool was changed meanwhile.
+
+        Why: on a fresh engine a replica's warm-up is its first Spark query, seconds of
+        compiling. Alone, the first replica was ready 6.0 s after its start on 2 cores; three
+        warming up at once shared the engine and each took 8.6-10.5 s. So the group is live
+        (every partition owned) seconds sooner, and the others find the engine warm. Only
+        for real replicas: a stand-in command may never join a group."""
+        pool = self._pool()
+        if n <= 1 or tuple(self.config.replica_command) != default_replica_command():
+            pool.scale(n)
+            return
+        first = pool.scale(1)["started"]
+        threading.Thread(target=self._start_the_rest, args=(n, first), daemon=True,
+                         name="start-replicas").start()
+
+    def _start_the_rest(self, n: int, first: list[str]) -> None:
+        deadline = time.monotonic() + FIRST_JOIN_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                if set(first) <= set(self.group_view().client_ids):
+                    break
+            except Exception:  # the broker is busy or restarting: ask again
+                pass
+            if self._closing.wait(0.25):
+                return
+        pool = self._pool()
+        with contextlib.suppress(PoolError):  # closing meanwhile
+            if [r.name for r in pool.replicas() if r.alive] == first:  # nobody changed it
+                pool.scale(n)
 
     def close(self, budget: float = SHUTDOWN_BUDGET_S) -> None:
         """Stop API, replicas, simulator within `budget` s. Idempotent; safe after a partial
@@ -140,6 +177,7 @@ class SupervisorService:
         flush; one that is still finishing its batch then is SIGKILLed (a crash the group
         survives: nothing uncommitted is lost)."""
         deadline = time.monotonic() + budget
+        self._closing.set()
         remove_control_files(Path(self.config.data_dir))
         if self.server is not None:
             self.server.stop()

@@ -15,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 
 import psutil
 import pytest
@@ -129,6 +131,16 @@ def test_starts_three_replicas_by_default(backend: Backend) -> None:
     for r in st.replicas:
         cmdline = psutil.Process(r.pid).cmdline()
         assert "replica" in cmdline and r.name in cmdline, cmdline
+    # the first joined alone: the others were started only after it said it was joining
+    by_name = {r.name: r for r in st.replicas}
+    first = by_name["ada"]
+    assert first.log_file is not None
+    joining = next(ln for ln in Path(first.log_file).read_text().splitlines()
+                   if "; joining " in ln)
+    joined_at = datetime.strptime(joining[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    for other in ("bruno", "chloe"):
+        assert by_name[other].started_at is not None
+        assert by_name[other].started_at > joined_at, (other, joining)
 
 
 @pytest.mark.parametrize("method, path, body, token, status, fragment", [
