@@ -3,7 +3,8 @@
 Each repeat launches the real CLI as a subprocess on a fresh data directory (GROUPSCOPE_DATA)
 and free ports, and times, from the launch:
 
-- each Procfile process reported ready by `up` (broker, spark, backend, web) and `up` done;
+- each Procfile process reported ready by `up` (broker, spark, backend, web) and `up` done,
+  and Spark accepting connections (`spark serving`: the backend starts then);
 - the first *live snapshot*: an Observer (the dashboard's own, polled every 0.5 s as the
   dashboard does) reporting the default group with every partition owned;
 - the first summary visible in it (the first batch the replicas processed, as the Streams
@@ -11,7 +12,8 @@ and free ports, and times, from the launch:
 - with the browser (default): headless Chromium opens the Live page once `up` is done, and
   the time until its partition lanes all show an owner (the dashboard's own first live view);
 
-then, once the supervisor's warm standby is ready (`standby ready`), POSTs "start replica"
+then, once the supervisor's warm standby is ready (`standby ready`) and `--settle` seconds
+more have passed (an engine past its first minute, as a presenter's is), POSTs "start replica"
 to the supervisor's control API (discovered from `<data_dir>/control.json` + token) and
 times it to the new replica's first processed batch: the first record it writes to the
 summaries changelog (a replica writes there only after Spark summarised a batch, just before
@@ -29,7 +31,7 @@ replicas), web (streamlit, serving that open page), each replica — every `--in
 stack: SIGTERM to `up`, then SIGKILL for anything of its tree still alive.
 
     .venv/bin/python bench/footprint.py [--repeats 3] [--steady 60] [--interval 5]
-        [--timeout 420] [--no-browser] [--json PATH]
+        [--timeout 420] [--settle 0] [--no-browser] [--json PATH]
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from tests.dashboard.browser import chromium_page, lanes
 OBSERVER_INTERVAL_S = 0.5  # dashboard/pollers.SharedObserver's default
 PARTITIONS = 6  # the default topic `groupscope up` creates
 READY = re.compile(r"^\s*(\w+) \| ready in")
+SERVING = re.compile(r"^\s*(\w+) \| accepting connections")  # what needs it starts now
 
 
 @dataclass
@@ -107,6 +110,9 @@ class UpRun:
                 m = READY.match(line)
                 if m:
                     self.marks.setdefault(f"{m.group(1)} ready", now)
+                m = SERVING.match(line)
+                if m:
+                    self.marks.setdefault(f"{m.group(1)} serving", now)
                 if "groupscope is up" in line:
                     self.marks.setdefault("up done", now)
 
@@ -277,6 +283,9 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
         wait(lambda: standby_log.exists() and STANDBY_READY in standby_log.read_text(),
              args.timeout, 0.5, up, "the supervisor's warm standby")
         up.marks.setdefault("standby ready", up.since())
+        if args.settle:  # an engine past its first minute, as a presenter's is at a click
+            time.sleep(args.settle)
+            result["settled_s"] = args.settle
 
         # The start a presenter gets (the standby has been waiting), alone, as a click on
         # Start is. Once it has processed a batch, a second start: the standby is spent and
@@ -335,8 +344,8 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
     return result
 
 
-MILESTONES = ("broker ready", "spark ready", "backend ready", "web ready", "up done",
-              "first live snapshot", "first summary visible", "Live page lanes owned",
+MILESTONES = ("broker ready", "spark serving", "spark ready", "backend ready", "web ready",
+              "up done", "first live snapshot", "first summary visible", "Live page lanes owned",
               "standby ready")
 
 
@@ -420,6 +429,9 @@ def main() -> int:
     ap.add_argument("--steady", type=float, default=60.0, help="RSS sampling window, s")
     ap.add_argument("--interval", type=float, default=5.0, help="between RSS samples, s")
     ap.add_argument("--timeout", type=float, default=420.0, help="per milestone, s")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="wait this long after the standby is ready before starting a "
+                         "replica, s (0: at once, inside the engine's first minute)")
     ap.add_argument("--no-browser", dest="browser", action="store_false",
                     help="skip headless Chromium on the Live page (then the dashboard's RSS "
                          "is Streamlit's with no session, and no page timing)")
