@@ -31,8 +31,6 @@ from backend.paths import cache_dir
 PREFIX = "spark-classes-"
 # What writing the archive may take once its JVM is told to stop (~13 s on 2 busy cores)
 DUMP_BUDGET_S = 120.0
-# How the JVM says it could not use an archive it was given (it then runs without)
-REFUSED = "Unable to use shared archive"
 
 
 class ClassArchiveError(RuntimeError):
@@ -70,6 +68,16 @@ def cached_archive() -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
+def maps(pid: int, archive: Path) -> bool:
+    """Whether process `pid` has `archive` mapped: the JVM took it (one it refuses, it
+    neither maps nor fails on; it runs without, and says so only in its log's wording)."""
+    try:
+        with open(f"/proc/{pid}/maps") as table:
+            return any(line.rstrip().endswith(f" {archive}") for line in table)
+    except OSError:
+        return False
+
+
 def jvm_options(archive: Path | None, record: Path | None = None) -> list[str]:
     """The JVM flags that map `archive` or, with `record`, write one there at exit."""
     if record is not None:
@@ -105,10 +113,11 @@ def build(train: Callable[[str], None], progress: Callable[[str], None] = print)
                                     f"an archive (log {training.log_file})")
         progress(f"checking the archive ({recorded.stat().st_size / 2**20:.0f} MB)")
         check = SparkConnectServer(work / "check", port=free_port(), class_archive=recorded)
-        with check:
-            pass  # start() answered a real query on it
-        if REFUSED in check.log_file.read_text(errors="replace"):
-            raise ClassArchiveError("the JVM refused the archive it had just written")
+        with check:  # start() answered a real query on it
+            assert check.process is not None  # spark-submit execs into the JVM
+            if not maps(check.process.pid, recorded):
+                raise ClassArchiveError(f"the JVM did not take the archive it had just "
+                                        f"written (log {check.log_file})")
         os.replace(recorded, target)
         for stale in target.parent.glob(f"{PREFIX}*.jsa"):
             if stale != target:
