@@ -84,10 +84,12 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
         assert any(f"http://localhost:{web_port}" in line for line in lines)
         assert len(_processes_with_marker(marker)) >= 4  # up, broker, spark, backend, web …
         # the launcher's own timeline, as it printed it: Spark started before the broker was
-        # ready (they start together), the backend only once both were
+        # ready (they start together), the backend only once the broker was ready and Spark
+        # accepted connections, and `up` was done only once Spark had answered a query too
         assert _at(lines, "spark | starting:") < _at(lines, "broker | ready in"), lines
-        assert _at(lines, "backend | starting:") > max(_at(lines, "broker | ready in"),
-                                                       _at(lines, "spark | ready in")), lines
+        assert _at(lines, "backend | starting:") > max(
+            _at(lines, "broker | ready in"), _at(lines, "spark | accepting connections")), lines
+        assert _at(lines, "spark | ready in") < _at(lines, "groupscope is up"), lines
         assert _at(lines, "web | starting:") > _at(lines, "broker | ready in"), lines
         # without --room, nothing of the stack listens beyond this machine
         listening = _listening(_processes_with_marker(marker))
