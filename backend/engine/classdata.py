@@ -6,14 +6,14 @@ class-data sharing (a dynamic AppCDS archive, JDK 13+) keeps them ready to map: 
 machine a fresh engine then listens after 4.0 s instead of 6.5 s and has answered a
 replica's warm-up after 7.9 s instead of 12.8 s, for 40 % less CPU (bench/engine_start.py).
 
-The archive is built once per Java and pyspark, like Kafka's jars (`make jars`, see
-backend/stack/prepare.py): a training engine started with -XX:ArchiveClassesAtExit runs the
-queries it will serve and is stopped, and the JVM writes what it loaded. Not at every
-engine's exit: writing ~190 MB takes ~13 s, beyond what a stop may take (backend/proc.py).
-A second engine then starts on the new archive and must answer a query without the JVM
-refusing the file; only then is it renamed into the cache, because a truncated archive
-crashes the JVM that maps it. A stale one (another Java build, other jars) the JVM itself
-detects and ignores, with a warning in spark.log.
+The archive is built once per environment (its Java build and its pyspark's jars), like
+Kafka's jars (`make jars`, see backend/stack/prepare.py): a training engine started with
+-XX:ArchiveClassesAtExit runs the queries it will serve and is stopped, and the JVM writes
+what it loaded. Not at every engine's exit: writing ~190 MB takes ~13 s, beyond what a stop
+may take (backend/proc.py). A second engine then starts on the new archive and must map it
+and answer a query; only then is it renamed into place (archive_dir), because a truncated
+archive crashes the JVM that maps it. A stale one (another Java build, other jars) the JVM
+itself detects and ignores, with a warning in spark.log.
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-
-from backend.paths import cache_dir
 
 PREFIX = "spark-classes-"
 # What writing the archive may take once its JVM is told to stop (~13 s on 2 busy cores)
@@ -47,19 +46,33 @@ def _java() -> Path | None:
     return found.resolve() if found is not None else None
 
 
+def archive_dir() -> Path:
+    """The environment's own folder for it (in a virtualenv, inside it). Not the user's
+    cache beside Kafka's jars: the JVM refuses an archive whose jars are at other paths than
+    when it was written, so each environment's pyspark needs its own, and one shared file
+    would be rebuilt by every clone in turn."""
+    return Path(sys.prefix).resolve() / "share" / "groupscope"
+
+
 def archive_path() -> Path | None:
-    """Where this Java's and this pyspark's archive lives (None: no java): a new JDK build
-    or pyspark release gets a new file rather than one the JVM would refuse."""
+    """Where the archive for this Java and this environment's pyspark lives (None: no java
+    or no pyspark): another JDK build, pyspark release or pyspark location gets a new file
+    rather than one the JVM would refuse."""
+    from backend.engine.server import spark_home
+
     java = _java()
     if java is None:
         return None
     try:
         pyspark = metadata.version("pyspark")
         stat = java.stat()
-    except (metadata.PackageNotFoundError, OSError):
+        jars = (spark_home() / "jars").resolve()
+        reinstalled = jars.stat().st_mtime_ns  # the same release installed anew: new jars
+    except (metadata.PackageNotFoundError, OSError, RuntimeError):
         return None
-    key = hashlib.sha256(f"{java}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    return cache_dir() / f"{PREFIX}{pyspark}-{key}.jsa"
+    key = hashlib.sha256(
+        f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{jars}:{reinstalled}".encode())
+    return archive_dir() / f"{PREFIX}{pyspark}-{key.hexdigest()[:12]}.jsa"
 
 
 def cached_archive() -> Path | None:
@@ -71,9 +84,10 @@ def cached_archive() -> Path | None:
 def maps(pid: int, archive: Path) -> bool:
     """Whether process `pid` has `archive` mapped: the JVM took it (one it refuses, it
     neither maps nor fails on; it runs without, and says so only in its log's wording)."""
+    real = os.path.realpath(archive)
     try:
         with open(f"/proc/{pid}/maps") as table:
-            return any(line.rstrip().endswith(f" {archive}") for line in table)
+            return any(line.rstrip().endswith(f" {real}") for line in table)
     except OSError:
         return False
 
@@ -97,11 +111,12 @@ def build(train: Callable[[str], None], progress: Callable[[str], None] = print)
         raise ClassArchiveError("no java or no pyspark found")
     if target.is_file():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
     recorded = work / target.name
     try:
         progress("recording the classes Spark loads, for a faster engine start "
-                 "(once per Java and pyspark, about a minute)")
+                 "(once per environment, about a minute)")
         training = SparkConnectServer(work / "record", port=free_port(), class_archive=None,
                                       record_classes=recorded).start()
         try:

@@ -1,8 +1,9 @@
 """What a first `make demo` or `make test` prepares once, so later starts are offline and fast.
 
-Two things, both kept in the user's cache and shared by every clone: Kafka's jars by Maven
-coordinates (backend/cluster/jars.py), and Spark's class-data archive (backend/engine/
-classdata.py), recorded while a training engine answers the very queries the replicas send.
+Two things: Kafka's jars by Maven coordinates (backend/cluster/jars.py), in the user's cache
+and shared by every clone, and Spark's class-data archive (backend/engine/classdata.py), in
+this environment (its jars' paths are in it), recorded while a training engine answers the
+very queries the replicas send.
 The archive lives here rather than in the engine package because its training queries are
 the replica's (backend/replica/spark_summary.py), and the engine must not depend on its
 clients.
@@ -42,8 +43,9 @@ def spark_class_archive(progress: Callable[[str], None] = print) -> Path | None:
     try:
         return classdata.build(train_engine, progress)
     except Exception as exc:
-        progress(f"no class-data archive for Spark ({str(exc).splitlines()[0]}); the engine "
-                 f"starts without one, a few seconds slower")
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        progress(f"no class-data archive for Spark ({why}); the engine starts without one, "
+                 f"a few seconds slower")
         return None
 
 

@@ -18,20 +18,34 @@ def _fake_java(root: Path, body: bytes) -> Path:
     return root
 
 
-def test_the_archive_is_keyed_to_the_java_it_was_built_with(tmp_path, monkeypatch):
-    monkeypatch.setenv("GROUPSCOPE_CACHE", str(tmp_path / "cache"))
+def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeypatch):
+    """The JVM refuses an archive whose Java or whose jars' paths differ from when it was
+    written: each gets a file of its own, in the environment's folder."""
+    from backend.engine import server
+
+    monkeypatch.setattr(classdata, "archive_dir", lambda: tmp_path / "env")
+    homes = {name: tmp_path / name / "pyspark" for name in ("venv-a", "venv-b")}
+    for home in homes.values():
+        (home / "jars").mkdir(parents=True)
+    monkeypatch.setattr(server, "spark_home", lambda: homes["venv-a"])
     monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk-a", b"#!/bin/sh\n")))
     first = classdata.archive_path()
-    assert first is not None and first.parent == tmp_path / "cache"
+    assert first is not None and first.parent == tmp_path / "env"
     assert first.name.startswith(classdata.PREFIX) and first.suffix == ".jsa"
     assert classdata.cached_archive() is None  # not built yet
+    first.parent.mkdir(parents=True)
     first.write_bytes(b"built")
     assert classdata.cached_archive() == first
 
     monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk-b", b"#!/bin/sh\n\n")))
-    other = classdata.archive_path()
-    assert other is not None and other != first
+    other_java = classdata.archive_path()
+    assert other_java is not None and other_java != first
     assert classdata.cached_archive() is None  # another Java: its own, not yet built
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk-a"))
+    monkeypatch.setattr(server, "spark_home", lambda: homes["venv-b"])
+    other_jars = classdata.archive_path()
+    assert other_jars not in (None, first, other_java)  # the same release, other jars
 
 
 def test_jvm_options_map_an_archive_or_record_one(tmp_path):
