@@ -251,6 +251,7 @@ class ReplicaPool:
         self._closing = False
         self._spawner = _Spawner()
         self._standby: Any = None  # the warm standby's Popen, its stdin a pipe, or None
+        self._standby_held = False  # hold_standby
         self._standby_timer: threading.Timer | None = None
         if config.log_dir:
             Path(config.log_dir).mkdir(parents=True, exist_ok=True)
@@ -548,10 +549,20 @@ class ReplicaPool:
             return None
         return standby
 
+    def hold_standby(self, held: bool) -> None:
+        """While held, no standby starts: a start-up whose replicas come one after the other
+        (the supervisor's) is one burst, and a standby started inside it would compete with
+        their warm-ups for a fresh engine, or be taken by the next of them. Released, the
+        next standby follows `standby_delay` s later."""
+        with self._lock:
+            self._standby_held = held
+            if not held:
+                self._arm_standby()
+
     def _arm_standby(self) -> None:
         """Start the next standby once starts have been quiet for `standby_delay` s, so it
         never competes with a burst of replicas warming up (`up`, a scale)."""
-        if not self.config.standby or self._closing:
+        if not self.config.standby or self._closing or self._standby_held:
             return
         if self._standby_timer is not None:
             self._standby_timer.cancel()

@@ -97,6 +97,10 @@ class SupervisorService:
         self._partitions: int | None = None
         self._topic_lock = threading.Lock()
         self._closing = threading.Event()
+        # the start-up's other replicas are still to come (_start_replicas); a request that
+        # changes the pool clears it under the lock, and they are then left to the user
+        self._rest_lock = threading.Lock()
+        self._rest_pending = False
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -141,7 +145,8 @@ class SupervisorService:
 
     def _start_replicas(self, n: int) -> None:
         """The first replica alone, the others once the broker lists it as a member (or
-        FIRST_JOIN_WAIT_S has passed), unless the pool was changed meanwhile.
+        FIRST_JOIN_WAIT_S has passed), unless a request changed the pool meanwhile; no
+        standby until then (ReplicaPool.hold_standby).
 
         Why: on a fresh engine a replica's warm-up is its first Spark query, seconds of
         compiling. Alone, the first replica was ready 6.0 s after its start on 2 cores; three
@@ -152,24 +157,37 @@ class SupervisorService:
         if n <= 1 or tuple(self.config.replica_command) != default_replica_command():
             pool.scale(n)
             return
+        pool.hold_standby(True)
+        self._rest_pending = True
         first = pool.scale(1)["started"]
         threading.Thread(target=self._start_the_rest, args=(n, first), daemon=True,
                          name="start-replicas").start()
 
     def _start_the_rest(self, n: int, first: list[str]) -> None:
         deadline = time.monotonic() + FIRST_JOIN_WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                if set(first) <= set(self.group_view().client_ids):
-                    break
-            except Exception:  # the broker is busy or restarting: ask again
-                pass
-            if self._closing.wait(0.25):
-                return
-        pool = self._pool()
-        with contextlib.suppress(PoolError):  # closing meanwhile
-            if [r.name for r in pool.replicas() if r.alive] == first:  # nobody changed it
-                pool.scale(n)
+        try:
+            while time.monotonic() < deadline and self._rest_pending:
+                try:
+                    if set(first) <= set(self.group_view().client_ids):
+                        break
+                except Exception:  # the broker is busy or restarting: ask again
+                    pass
+                if self._closing.wait(0.25):
+                    return
+            with self._rest_lock, contextlib.suppress(PoolError):  # PoolError: closing
+                if self._rest_pending and not self._closing.is_set():
+                    self._rest_pending = False
+                    self._pool().scale(n)
+        finally:
+            with contextlib.suppress(PoolError):
+                self._pool().hold_standby(False)
+
+    def _changing(self) -> ReplicaPool:
+        """The pool, for a request that changes it: from then on the replica count is the
+        user's, so whatever the start-up still meant to start is not started."""
+        with self._rest_lock:
+            self._rest_pending = False
+        return self._pool()
 
     def close(self, budget: float = SHUTDOWN_BUDGET_S) -> None:
         """Stop API, replicas, simulator within `budget` s. Idempotent; safe after a partial
@@ -323,12 +341,12 @@ class SupervisorService:
 
     def _replica_action(self, action: str, name: str) -> ReplicaInfo:
         try:
-            return getattr(self._pool(), action)(name)
+            return getattr(self._changing(), action)(name)
         except UnknownReplica as exc:
             raise self._refuse_external(name, exc) from None
 
     def start_replica(self) -> ReplicaInfo:
-        return self._pool().start()
+        return self._changing().start()
 
     def kill(self, name: str) -> ReplicaInfo:
         return self._replica_action("kill", name)
@@ -340,7 +358,7 @@ class SupervisorService:
         return self._replica_action("restart", name)
 
     def scale(self, n: int) -> dict[str, list[str]]:
-        return self._pool().scale(n)
+        return self._changing().scale(n)
 
     def set_options(self, protocol: str | None, assignor: str | None,
                     exactly_once: bool | None, static: bool | None = None) -> ReplicaOptions:
