@@ -36,7 +36,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,11 +185,9 @@ class StackLauncher:
         critical path, and then the replicas paid most of it again in their sessions."""
         if self.serving is not None:
             return self.serving.get(name)
-        if name == "spark":
-            parsed = urllib.parse.urlparse(
-                self.config.spark_remote.replace("sc://", "http://", 1))
-            host, port = parsed.hostname or "127.0.0.1", parsed.port or 0
-            return lambda: port_open(host, port)
+        if name == "spark":  # ours, on loopback whatever else it listens on
+            port = self.config.spark_port
+            return lambda: port_open("127.0.0.1", port)
         return None
 
     def _backend_ready(self) -> bool:
@@ -285,8 +282,9 @@ class StackLauncher:
         sorter.prepare()
         for name in names:
             if wanted := tuple(self.needs.get(name, ())):
-                self.say(f"{name:>8} | starts once {', '.join(wanted)} "
-                         f"{'is' if len(wanted) == 1 else 'are'} ready")
+                said = [f"{w} accepts connections" if self._serving_probe(w) else f"{w} is ready"
+                        for w in wanted]
+                self.say(f"{name:>8} | starts once {' and '.join(said)}")
         results: queue.Queue[Report] = queue.Queue()
         not_ready: set[str] = set()  # started, its readiness probe not passed yet
         serving: set[str] = set()  # what needs these has been started already
@@ -342,7 +340,8 @@ class StackLauncher:
                 continue
 
     def _interrupt_start_up(self) -> None:
-        """Ctrl-C while probes run (Spark's warm-up takes seconds): stop waiting at once."""
+        """Ctrl-C while probes run (a fresh engine's first query takes seconds): stop
+        waiting at once."""
         if self._starting:
             raise KeyboardInterrupt
 
