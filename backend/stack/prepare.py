@@ -22,9 +22,9 @@ from backend.engine import classdata
 
 
 def train_engine(remote: str) -> None:
-    """Every query a replica or `up` sends a fresh engine: the readiness probe with its
-    warm-up, and each batch plan (raw and typed feeds; unique, repeated and two-row batches),
-    so the classes all of them load are recorded."""
+    """Every query a replica or `up` sends a fresh engine: the readiness probe (here with a
+    grouped warm-up query as well, a superset), and each batch plan (raw and typed feeds;
+    unique, repeated and two-row batches), so the classes all of them load are recorded."""
     from backend.engine.session import check_engine
     from backend.replica.spark_summary import SparkSummariser
 
