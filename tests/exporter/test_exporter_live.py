@@ -31,7 +31,10 @@ def produce_exactly(kafka, topic: str, counts: tuple[int, ...]) -> None:
 
 
 def wait_serving(cmd: Command, port: int) -> None:
-    wait_until(lambda: port_open("127.0.0.1", port), timeout=30, what="the metrics port",
+    """Until the metrics port accepts and the command has printed its start line: the port
+    opens a moment before that line is written, so reading stdout at the port alone races."""
+    wait_until(lambda: port_open("127.0.0.1", port) and cmd.stdout().endswith("\n"),
+               timeout=30, what="the metrics port and the start line",
                abort=abort_if_exited(cmd.proc, "groupscope", lambda: f": {cmd.stderr()}"))
 
 
