@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from backend.observer.observer import DASHBOARD_INTERVAL_S
+
 T = TypeVar("T")
 
 
@@ -216,8 +218,7 @@ class SharedObserver(_IdleStopped):
     """
 
     def __init__(self, target: object, group: str, topic: str | None,
-                 interval_s: float = 0.5, idle_stop_s: float = 300.0) -> None:
-        # Half the page's 1 s refresh: a rebalance reaches the lanes within one refresh.
+                 interval_s: float = DASHBOARD_INTERVAL_S, idle_stop_s: float = 300.0) -> None:
         super().__init__(idle_stop_s)
         self.target = target
         self.group = group

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from backend.cluster.clients import error_text
@@ -35,13 +36,25 @@ from backend.observer.timeline import Timeline, frame
 log = logging.getLogger("groupscope.observer")
 
 MAX_STREAMS = 20000
+# The dashboard's observer polls the group every DASHBOARD_INTERVAL_S: half the Live page's
+# 1 s refresh, so a rebalance reaches the lanes within one refresh.
+DASHBOARD_INTERVAL_S = 0.5
+# Between two polls, the tails of our own events and summaries topics are read this often: a
+# summary is then visible ~50 ms after the replica wrote it instead of at the next poll (a
+# quarter second on average), for two non-blocking consume() calls.
+TAIL_EVERY_S = 0.1
+
+PollListener = Callable[["Snapshot | None", float], None]
 
 
 class Observer:
     def __init__(self, settings: KafkaSettings, group: str, topic: str | None = None,
                  interval: float = 1.0, history: int = 900, sample_every: float = 15.0,
                  exact_lag: bool = True, tail_events: bool = True,
-                 rules: Rules | None = None, read_generation: bool = True) -> None:
+                 rules: Rules | None = None, read_generation: bool = True,
+                 on_poll: PollListener | None = None) -> None:
+        """`on_poll(snapshot, took_s)` is called on the observer's thread after each poll,
+        with None as the snapshot after a read of the tails alone (see TAIL_EVERY_S)."""
         self.settings = settings
         self.group = group
         self.topic = topic
@@ -64,6 +77,7 @@ class Observer:
         self._lock = threading.Lock()  # one poll at a time (thread + manual calls)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._on_poll = on_poll
         self.last_error: str | None = None
 
     # ---- one cycle -------------------------------------------------------------------
@@ -231,19 +245,32 @@ class Observer:
         self._thread.start()
         return self
 
+    def poll_tails(self) -> None:
+        """Only the tails of our own events and summaries topics, between two polls."""
+        with self._lock:
+            if self._events is not None:
+                self._events.poll()
+
     def _run(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            try:
-                self.poll_once()
-            except Exception as exc:  # never let the dashboard's observer die silently
-                log.warning("observer poll failed: %s", error_text(exc))
+            self._timed(self.poll_once, True)
             next_at += self.interval
-            delay = next_at - time.monotonic()
-            if delay < 0:  # fell behind: skip missed ticks instead of bursting
+            if next_at < time.monotonic():  # fell behind: skip missed ticks, no burst
                 next_at = time.monotonic()
-                delay = 0
-            self._stop.wait(delay)
+            while not self._stop.wait(max(0.0, min(TAIL_EVERY_S, next_at - time.monotonic()))):
+                if time.monotonic() >= next_at:
+                    break
+                self._timed(self.poll_tails, False)
+
+    def _timed(self, poll: Callable[[], Snapshot | None], full: bool) -> None:
+        began = time.monotonic()
+        try:
+            snap = poll()
+            if self._on_poll is not None:
+                self._on_poll(snap if full else None, time.monotonic() - began)
+        except Exception as exc:  # never let the dashboard's observer die silently
+            log.warning("observer poll failed: %s", error_text(exc))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop and release every client; the observer cannot be restarted."""

@@ -44,3 +44,30 @@ def test_heartbeats_do_not_push_stream_events_out(kafka, unique):
     assert [e.fields["stream"] for e in received] == [f"car-{i:02d}" for i in range(5)]
     beats = [e for e in recent if e.type == EventType.HEARTBEAT]
     assert sorted(e.replica for e in beats) == ["ada", "bruno"]  # latest per replica only
+
+
+def test_a_summary_shows_between_two_polls_of_the_group(kafka, unique):
+    """The observer's thread reads its tails between polls: with a 30 s poll interval, a
+    summary written after the first poll is visible long before the second."""
+    from backend.contracts import summaries_topic
+    from backend.observer.observer import Observer
+
+    group, topic = f"tail-obs-{unique}", f"in-obs-{unique}"
+    ensure_topics(kafka, group=group, topic=topic, partitions=2)
+    polls: list[bool] = []  # True: a full poll; False: the tails alone
+    observer = Observer(kafka, group, topic=topic, interval=30.0,
+                        on_poll=lambda snap, _took: polls.append(snap is not None))
+    observer.start()
+    producer = Producer(kafka.client_config())
+    try:
+        wait_until(lambda: observer.latest() is not None and False in polls, 30, interval=0.1,
+                   what="the first poll, then a read of the tails")
+        assert observer.summaries() == {}
+        producer.produce(summaries_topic(group), key="car-07",
+                         value=orjson.dumps({"stream": "car-07", "last_seq": 41}))
+        assert producer.flush(15) == 0
+        wait_until(lambda: observer.summaries().get("car-07", {}).get("last_seq") == 41, 10,
+                   interval=0.05, what="the summary in the observer between two polls")
+        assert polls.count(True) == 1  # no second poll of the group was needed
+    finally:
+        observer.stop()
