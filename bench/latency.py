@@ -2,10 +2,11 @@
 
 Setup: broker + Spark (bench/common.Stack), one fresh topic (6 partitions), 2 real
 `groupscope replica` processes, the fleet simulator at each rate in turn. What the dashboard
-shows is the observer's view: `Observer.summaries()` (the Streams page) is refreshed by
-`Observer.poll_once()`, which the dashboard runs every 0.5 s (`SharedObserver`). This script
-drives an in-process Observer the same way and, after every poll, notes for each stream the
-highest `last_seq` now visible. A message's latency is then
+shows is the observer's view: `Observer.summaries()` (the Streams page), kept by the
+observer's own thread (`Observer.start()`, as the dashboard's `SharedObserver` runs it), which
+polls the group every DASHBOARD_INTERVAL_S and reads the summaries' tail every TAIL_EVERY_S
+in between. This script runs that same thread, with a listener that notes after every one of
+its polls, for each stream, the highest `last_seq` now visible. A message's latency is then
 
     first poll whose summary of its stream has last_seq >= its seq  -  its produce time
 
@@ -56,8 +57,7 @@ from common import (
 )
 
 from backend.fleet.simulator import FleetSimulator
-
-OBSERVER_INTERVAL_S = 0.5  # dashboard/pollers.SharedObserver's default
+from backend.observer.observer import DASHBOARD_INTERVAL_S
 
 
 class StampedFleet(FleetSimulator):
@@ -108,25 +108,36 @@ class Changelog:
 
 @dataclass
 class Visibility:
-    """After each observer poll: per stream, when a higher last_seq first became visible."""
+    """After each observer poll: per stream, when a higher last_seq first became visible.
+
+    `note` runs on the observer's thread (its on_poll listener); the measuring thread reads
+    a copy taken under the lock (`view()`)."""
 
     seen: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     heartbeats: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
-    polls: list[float] = field(default_factory=list)  # poll durations, s
+    polls: list[float] = field(default_factory=list)  # full polls' durations, s
+    summaries: Any = None  # the observer's summaries(), set once it exists
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def note(self, observer: Any) -> None:
-        t0 = time.monotonic()
-        snap = observer.poll_once()
+    def note(self, snap: Any, took_s: float) -> None:
         now_ms = time.time() * 1000.0
-        self.polls.append(time.monotonic() - t0)
-        for key, s in observer.summaries().items():
-            seen = self.seen.setdefault(key, [])
-            last = int(s.get("last_seq", -1))
-            if not seen or last > seen[-1][0]:
-                seen.append((last, now_ms))
-        for e in snap.events:
-            if e.type == "heartbeat":
-                self.heartbeats[(e.replica, e.ts)] = dict(e.fields)
+        current = self.summaries()
+        with self._lock:
+            if snap is not None:
+                self.polls.append(took_s)
+                for e in snap.events:
+                    if e.type == "heartbeat":
+                        self.heartbeats[(e.replica, e.ts)] = dict(e.fields)
+            for key, s in current.items():
+                seen = self.seen.setdefault(key, [])
+                last = int(s.get("last_seq", -1))
+                if not seen or last > seen[-1][0]:
+                    seen.append((last, now_ms))
+
+    def view(self) -> Visibility:
+        with self._lock:
+            return Visibility({k: list(v) for k, v in self.seen.items()},
+                              dict(self.heartbeats), list(self.polls))
 
 
 def first_covering(recs: list[tuple[int, Any]], seq: int) -> Any | None:
@@ -236,20 +247,13 @@ def spark_batches(vis: Visibility, t0_ms: float, t1_ms: float) -> dict[str, Any]
             "batch_ms_max": round(max(ms)) if ms else None, "heartbeats": len(ms)}
 
 
-def poll_until(vis: Visibility, observer: Any, until: float,
-               done: Any = None) -> None:
-    """Drive the observer like the dashboard does (every 0.5 s) until a wall time or `done`."""
-    next_at = time.monotonic()
+def run_until(until: float, done: Any = None, step: float = 0.25) -> None:
+    """Let the observer's thread run until a wall time, or until `done()` (checked every
+    `step` s) holds."""
     while time.time() < until:
-        vis.note(observer)
         if done is not None and done():
             return
-        next_at += OBSERVER_INTERVAL_S
-        delay = next_at - time.monotonic()
-        if delay < 0:
-            next_at = time.monotonic()
-            delay = 0
-        time.sleep(delay)
+        time.sleep(max(0.0, min(step, until - time.time())))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -266,11 +270,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         logs = stack.work / "logs"
         logs.mkdir(exist_ok=True)
         procs = []
-        observer = Observer(settings, group, topic, interval=OBSERVER_INTERVAL_S)
+        vis = Visibility()
+        observer = Observer(settings, group, topic, interval=DASHBOARD_INTERVAL_S,
+                            on_poll=vis.note)
+        vis.summaries = observer.summaries
         log = Changelog()
         reader = threading.Thread(target=log.run, args=(settings, group), daemon=True)
         fleet = StampedFleet(settings, topic=topic, streams=args.streams, rate=0.0)
-        vis = Visibility()
         try:
             t_spawn = time.monotonic()
             for i in range(args.replicas):
@@ -278,14 +284,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     stack.spark_remote), "--batch-ms", str(args.batch_ms)]
                 procs.append(spawn(cmd, logs / f"r{i}.log"))
             reader.start()
+            observer.start()
 
             def ready() -> bool:
-                vis.note(observer)
                 snap = observer.latest()
                 owners = {pv.owner for pv in snap.partitions if pv.owner} if snap else set()
-                ok = {r for (r, _), f in vis.heartbeats.items() if f.get("spark_ok")}
+                ok = {r for (r, _), f in vis.view().heartbeats.items() if f.get("spark_ok")}
                 return len(owners) == args.replicas and len(ok) >= args.replicas
-            if wait_for(ready, args.join_timeout, OBSERVER_INTERVAL_S) is None:
+            if wait_for(ready, args.join_timeout, DASHBOARD_INTERVAL_S) is None:
                 raise RuntimeError(f"{args.replicas} replicas did not join and warm up within "
                                    f"{args.join_timeout:.0f} s (logs in {logs})")
             print(f"{args.replicas} replicas own the topic after "
@@ -295,37 +301,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # the changelog is created): wait for one summary end to end before any window
             fleet.set_rate(rates[0])
             t_first = time.monotonic()
-            if wait_for(lambda: vis.note(observer) or observer.summaries(), args.join_timeout,
-                        OBSERVER_INTERVAL_S) is None:
+            if wait_for(observer.summaries, args.join_timeout, DASHBOARD_INTERVAL_S) is None:
                 raise RuntimeError(f"no summary visible within {args.join_timeout:.0f} s")
             print(f"first summary visible {time.monotonic() - t_first:.1f} s after producing",
                   flush=True)
             for rep, rate in [(rep, rate) for rep in range(args.repeats) for rate in rates]:
                 fleet.set_rate(rate)
-                poll_until(vis, observer, time.time() + args.warmup)
+                run_until(time.time() + args.warmup)
                 # a backlog from start-up or a slower rate would be measured as latency:
                 # go on warming up until the pipeline caught up (3 s behind at most), or
                 # until --catch-up s (an unsustainable rate never catches up)
                 t_catch = time.monotonic()
-                poll_until(vis, observer, time.time() + args.catch_up,
-                           done=lambda: all_visible(fleet, vis, time.time() * 1000 - 3000))
+                run_until(time.time() + args.catch_up,
+                          done=lambda: all_visible(fleet, vis.view(), time.time() * 1000 - 3000))
                 caught_up_after = round(time.monotonic() - t_catch, 1)
                 w0 = time.time() * 1000.0
                 n_load = len(load.samples)
-                poll_until(vis, observer, w0 / 1000.0 + args.duration)
+                run_until(w0 / 1000.0 + args.duration)
                 w1 = time.time() * 1000.0
                 window_load = load.samples[n_load:] or [os.getloadavg()[0]]
-                poll_until(vis, observer, time.time() + args.drain,
-                           done=lambda w1=w1: all_visible(fleet, vis, w1))
+                run_until(time.time() + args.drain,
+                          done=lambda w1=w1: all_visible(fleet, vis.view(), w1))
                 end_ms = time.time() * 1000.0
-                tr = trend(fleet, vis, w0, w1, end_ms)
+                seen = vis.view()
+                tr = trend(fleet, seen, w0, w1, end_ms)
                 sustained = tr["sustained"]
                 r = {"rate": rate, "rep": rep, "window_s": args.duration,
                      "catch_up_s": caught_up_after,
                      "load_in_window": {"min": min(window_load), "max": max(window_load),
                                         "median": statistics.median(window_load)},
-                     **analyse(fleet, vis, log, w0, w1, end_ms), **tr,
-                     **spark_batches(vis, w0, w1)}
+                     **analyse(fleet, seen, log, w0, w1, end_ms), **tr,
+                     **spark_batches(seen, w0, w1)}
                 if not sustained:
                     r["latency_ms_note"] = "unbounded: backlog grows through the window"
                 print(json.dumps(r), flush=True)
@@ -337,7 +343,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log.stop()
             reader.join(5)
             observer.stop()
-        polls = sorted(vis.polls)
+        polls = sorted(vis.view().polls)
     return {"machine": machine(), "load": load.summary(), "group": group,
             "replica_pids": [p.pid for p in procs],
             "args": {k: str(v) for k, v in vars(args).items()},
