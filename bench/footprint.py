@@ -59,11 +59,11 @@ from common import ROOT, LoadSampler, machine, spread
 
 from backend.contracts.control import STANDBY_NAME, STANDBY_READY
 from backend.netutil import wait_until
+from backend.observer.observer import DASHBOARD_INTERVAL_S
 from backend.proc import abort_if_exited, spawn
 from backend.stack.soak import Soak
 from tests.dashboard.browser import chromium_page, lanes
 
-OBSERVER_INTERVAL_S = 0.5  # dashboard/pollers.SharedObserver's default
 PARTITIONS = 6  # the default topic `groupscope up` creates
 READY = re.compile(r"^\s*(\w+) \| ready in")
 SERVING = re.compile(r"^\s*(\w+) \| accepting connections")  # what needs it starts now
@@ -252,7 +252,7 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
         wait(lambda: port_open("127.0.0.1", up.kafka_port), args.timeout, 0.2, up,
              "broker port")
         settings = resolve_settings(f"127.0.0.1:{up.kafka_port}", None)
-        observer = Observer(settings, DEFAULT_GROUP, INPUT_TOPIC, interval=OBSERVER_INTERVAL_S)
+        observer = Observer(settings, DEFAULT_GROUP, INPUT_TOPIC, interval=DASHBOARD_INTERVAL_S)
 
         def live() -> bool:
             snap = observer.poll_once()
@@ -262,7 +262,7 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
                 up.marks.setdefault("first summary visible", up.since())
             return "first live snapshot" in up.marks and "first summary visible" in up.marks
 
-        wait(live, args.timeout, OBSERVER_INTERVAL_S, up, "live snapshot with a summary")
+        wait(live, args.timeout, DASHBOARD_INTERVAL_S, up, "live snapshot with a summary")
         wait(lambda: "up done" in up.marks, args.timeout, 0.5, up, "`up` done")
         if args.browser:
             page = browser.enter_context(chromium_page())
