@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend.engine import classdata
+from backend.classdata import jvm_options
+from backend.engine.classdata import cached_archive
 from backend.netutil import ensure_port_free, free_port, port_open
 from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, StopSignals
 
@@ -62,7 +63,7 @@ class SparkConnectServer:
     ui_port: int | None = None  # the driver's web UI; None: a free port
     # the class-data archive its JVM maps (backend/engine/classdata.py): by default the one
     # built for this Java and pyspark, if any; `record_classes` writes one at exit instead
-    class_archive: Path | None = field(default_factory=classdata.cached_archive)
+    class_archive: Path | None = field(default_factory=cached_archive)
     record_classes: Path | None = None
     _service: ServiceProcess = field(init=False, repr=False)
     _cluster: StandaloneCluster | None = field(init=False, repr=False, default=None)
@@ -124,7 +125,7 @@ class SparkConnectServer:
             "spark.driver.extraJavaOptions": " ".join([
                 f"-Dderby.system.home={self.work_dir}", f"-Xms{self.driver_memory}",
                 "-XX:+AlwaysPreTouch",
-                *classdata.jvm_options(self.class_archive, self.record_classes)]),
+                *jvm_options(self.class_archive, self.record_classes)]),
             # every batch is a new local relation, so a cached plan is never reused, yet the
             # cache (16 plans a session) holds each one's rows: with four replicas' sessions
             # of 20 000-row batches it alone filled a 512m heap (OutOfMemoryError)
