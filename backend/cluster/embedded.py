@@ -17,6 +17,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from backend.classdata import jvm_options
+from backend.cluster.classdata import cached_archive
 from backend.cluster.clients import quiet_admin
 from backend.cluster.jars import KAFKA_VERSION, kafka_classpath
 from backend.cluster.settings import KafkaSettings
@@ -198,6 +200,10 @@ class EmbeddedBroker:
     voters: dict[int, int] | None = None
     cluster_id: str | None = None
     cluster_size: int = 1
+    # the class-data archive its JVMs map (backend/cluster/classdata.py): by default the one
+    # built for this Java and Kafka, if any; `record_classes` has the node write one at exit
+    class_archive: Path | None = field(default_factory=cached_archive)
+    record_classes: Path | None = None
     _service: ServiceProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -371,12 +377,14 @@ class EmbeddedBroker:
         (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
         return path
 
-    def _java(self, main: str, *args: str) -> list[str]:
+    def _java(self, main: str, *args: str, record: bool = False) -> list[str]:
+        """`record`: this JVM (the node, not its format tool) writes `record_classes`."""
         return [
             "java",
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
+            *jvm_options(self.class_archive, self.record_classes if record else None),
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-cp",
             kafka_classpath(),
@@ -435,7 +443,8 @@ class EmbeddedBroker:
     def launch(self, config: Path) -> None:
         """Spawn the node. Call from a thread that outlives it (the main one): a child of
         backend.proc dies with the thread that spawned it."""
-        self._service.spawn(self._java("kafka.Kafka", str(config)), self.data_dir / "broker.out")
+        self._service.spawn(self._java("kafka.Kafka", str(config), record=True),
+                            self.data_dir / "broker.out")
         (self.data_dir / "broker.pid").write_text(str(self.process.pid))
 
     def running(self) -> bool:

@@ -1,24 +1,72 @@
 """What a first `make demo` or `make test` prepares once, so later starts are offline and fast.
 
-Two things: Kafka's jars by Maven coordinates (backend/cluster/jars.py), in the user's cache
-and shared by every clone, and Spark's class-data archive (backend/engine/classdata.py), in
-this environment (its jars' paths are in it), recorded while a training engine answers the
-very queries the replicas send.
-The archive lives here rather than in the engine package because its training queries are
-the replica's (backend/replica/spark_summary.py), and the engine must not depend on its
+Three things: Kafka's jars by Maven coordinates (backend/cluster/jars.py), in the user's cache
+and shared by every clone, then the class-data archives (backend/classdata.py) of Kafka's
+nodes and of Spark's engine, in this environment (their jars' paths are in them), each
+recorded while a training JVM does what the stack will ask of it.
+The training lives here rather than in the cluster and engine packages because it is their
+clients' work (the stack's topics, the replica's queries), and neither may depend on its
 clients.
 
-An archive that cannot be built is a warning, not a failure: the engine starts without it,
+An archive that cannot be built is a warning, not a failure: the JVM starts without it,
 only slower.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from backend.engine import classdata
+from backend.cluster import classdata as kafka_classdata
+from backend.engine import classdata as spark_classdata
+
+if TYPE_CHECKING:
+    from backend.cluster.settings import KafkaSettings
+
+
+def train_broker(settings: KafkaSettings) -> None:
+    """What the stack asks of a fresh node: its topics (input, compacted changelog, events,
+    dead letters), a consumer group that joins and commits, and a transaction with offsets,
+    as an exactly-once replica commits its batch."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from backend.cluster.topics import ensure_topics
+
+    layout = ensure_topics(settings, group="training", topic="training", partitions=2)
+    producer = Producer(settings.client_config(**{"transactional.id": "training"}))
+    producer.init_transactions(30)
+    consumer = Consumer(settings.client_config(**{
+        "group.id": "training", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False}))
+    try:
+        producer.begin_transaction()
+        for i in range(100):
+            producer.produce(layout.input.name, key=b"car-%d" % (i % 4), value=b"%d" % i)
+        producer.commit_transaction(30)
+        consumer.subscribe([layout.input.name])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 100 and time.monotonic() < deadline:
+            got += len([m for m in consumer.consume(100, 1.0) if m.error() is None])
+        consumer.commit(asynchronous=False)
+        producer.begin_transaction()
+        producer.produce(layout.summaries.name, key=b"car-0", value=b"{}")
+        producer.send_offsets_to_transaction(
+            [TopicPartition(layout.input.name, 0, 1)], consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+    finally:
+        consumer.close()
+        producer.flush(10)
+
+
+def kafka_class_archive(progress: Callable[[str], None] = print) -> Path | None:
+    """This Java's and Kafka's archive, built now if it is not yet; None (with one line
+    saying why) when it cannot be."""
+    return _built(lambda: kafka_classdata.build(train_broker, progress), "Kafka's nodes",
+                  progress)
 
 
 def train_engine(remote: str) -> None:
@@ -40,20 +88,30 @@ def train_engine(remote: str) -> None:
 def spark_class_archive(progress: Callable[[str], None] = print) -> Path | None:
     """This Java's and pyspark's archive, built now if it is not yet; None (with one line
     saying why) when it cannot be."""
+    return _built(lambda: spark_classdata.build(train_engine, progress), "Spark's engine",
+                  progress)
+
+
+def _built(build: Callable[[], Path], whose: str,
+           progress: Callable[[str], None]) -> Path | None:
     try:
-        return classdata.build(train_engine, progress)
+        return build()
     except Exception as exc:
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
-        progress(f"no class-data archive for Spark ({why}); the engine starts without one, "
-                 f"a few seconds slower")
+        progress(f"no class-data archive for {whose} ({why}); they start without one, a few "
+                 f"seconds slower")
         return None
 
 
 def main() -> int:
     from backend.cluster.jars import kafka_classpath
 
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     kafka_classpath()
-    spark_class_archive(lambda line: print(line, file=sys.stderr, flush=True))
+    kafka_class_archive(progress)
+    spark_class_archive(progress)
     return 0
 
 

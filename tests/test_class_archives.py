@@ -1,13 +1,15 @@
-"""Spark's class-data archive: keyed to its Java and pyspark, mapped by the engine's JVM, and
-never a reason for the engine not to start."""
+"""The class-data archives of Spark's engine and Kafka's nodes: keyed to their Java and jars,
+mapped by their JVMs, and never a reason for one not to start."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from backend import classdata as base
+from backend.cluster import classdata as kafka_classdata
 from backend.engine import classdata
 from backend.engine.session import check_engine
-from backend.stack.prepare import spark_class_archive
+from backend.stack.prepare import kafka_class_archive, spark_class_archive
 
 
 def _fake_java(root: Path, body: bytes) -> Path:
@@ -23,7 +25,7 @@ def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeyp
     written: each gets a file of its own, in the environment's folder."""
     from backend.engine import server
 
-    monkeypatch.setattr(classdata, "archive_dir", lambda: tmp_path / "env")
+    monkeypatch.setattr(base, "archive_dir", lambda: tmp_path / "env")
     homes = {name: tmp_path / name / "pyspark" for name in ("venv-a", "venv-b")}
     for home in homes.values():
         (home / "jars").mkdir(parents=True)
@@ -47,12 +49,23 @@ def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeyp
     other_jars = classdata.archive_path()
     assert other_jars not in (None, first, other_java)  # the same release, other jars
 
+    # Kafka's nodes: an archive of their own, keyed the same way to their jars' folder
+    kafka_jars = {name: tmp_path / name / "kafka" / "lib" for name in ("cache-a", "cache-b")}
+    for lib in kafka_jars.values():
+        lib.mkdir(parents=True)
+    monkeypatch.setattr(kafka_classdata, "kafka_lib_dir", lambda: kafka_jars["cache-a"])
+    kafka = kafka_classdata.archive_path()
+    assert kafka is not None and kafka.name.startswith(base.prefix("kafka"))
+    assert kafka.parent == first.parent and kafka_classdata.cached_archive() is None
+    monkeypatch.setattr(kafka_classdata, "kafka_lib_dir", lambda: kafka_jars["cache-b"])
+    assert kafka_classdata.archive_path() not in (None, kafka)
+
 
 def test_jvm_options_map_an_archive_or_record_one(tmp_path):
     archive, record = tmp_path / "a.jsa", tmp_path / "b.jsa"
-    assert classdata.jvm_options(None) == []
-    assert classdata.jvm_options(archive) == [f"-XX:SharedArchiveFile={archive}"]
-    assert classdata.jvm_options(archive, record) == [f"-XX:ArchiveClassesAtExit={record}"]
+    assert base.jvm_options(None) == []
+    assert base.jvm_options(archive) == [f"-XX:SharedArchiveFile={archive}"]
+    assert base.jvm_options(archive, record) == [f"-XX:ArchiveClassesAtExit={record}"]
 
 
 def test_an_engine_maps_the_archive_built_for_its_java(spark_factory, tmp_path):
@@ -65,7 +78,7 @@ def test_an_engine_maps_the_archive_built_for_its_java(spark_factory, tmp_path):
     assert server.class_archive == archive
     server.start()
     assert server.process is not None
-    assert classdata.maps(server.process.pid, archive)  # spark-submit execs the JVM
+    assert base.maps(server.process.pid, archive)  # spark-submit execs the JVM
 
 
 def test_an_archive_the_jvm_cannot_use_only_costs_speed(spark_factory, tmp_path):
@@ -75,4 +88,25 @@ def test_an_archive_the_jvm_cannot_use_only_costs_speed(spark_factory, tmp_path)
     junk.write_bytes(bytes(range(256)) * 64)
     server = spark_factory(tmp_path / "spark", class_archive=junk).start()
     assert check_engine(server.remote).startswith("4.")
-    assert server.process is not None and not classdata.maps(server.process.pid, junk)
+    assert server.process is not None and not base.maps(server.process.pid, junk)
+
+
+def test_a_node_maps_the_archive_built_for_its_java(broker_factory, tmp_path):
+    """What `make jars` builds for Kafka (here built if it was not), a new node maps by
+    default, and so does its format tool, which ran first on the fresh data folder."""
+    archive = kafka_class_archive()
+    assert archive is not None, "the archive could not be built (see the line above)"
+    assert kafka_classdata.cached_archive() == archive
+    node = broker_factory(tmp_path / "node")
+    assert node.class_archive == archive
+    node.start()
+    assert node.process is not None and base.maps(node.process.pid, archive)
+    assert node.settings.check_reachable(timeout=5.0) == 1
+
+
+def test_an_archive_a_node_cannot_use_only_costs_speed(broker_factory, tmp_path):
+    junk = tmp_path / "junk.jsa"
+    junk.write_bytes(bytes(range(256)) * 64)
+    node = broker_factory(tmp_path / "node", class_archive=junk).start()
+    assert node.settings.check_reachable(timeout=5.0) == 1
+    assert node.process is not None and not base.maps(node.process.pid, junk)
