@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # Kafka's jars by Maven coordinates into the user's cache (once; offline afterwards), and
-# Spark's class-data archive for a faster engine start (once per Java and pyspark).
+# Kafka's and Spark's class-data archives for faster starts (once per Java and jars).
 jars: setup
 	@$(BIN)/python -m backend.stack.prepare
 
