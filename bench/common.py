@@ -198,6 +198,25 @@ def rss_mb(pid: int) -> float:
     return round(total / 2**20, 1)
 
 
+def cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a process and all its descendants (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in tree:
+        try:
+            times = proc.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        total += times.user + times.system
+    return total
+
+
 def wait_for(check, timeout: float, interval: float = 0.2) -> float | None:
     """Seconds until `check()` is truthy, or None on timeout (benchmarks record, not raise)."""
     from backend.netutil import wait_until

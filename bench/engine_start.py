@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, machine, rss_mb, spread
+from common import LoadSampler, cpu_s, machine, rss_mb, spread
 
 from backend.engine import classdata
 from backend.engine.server import SparkConnectServer
@@ -39,18 +39,6 @@ from backend.netutil import free_port
 from backend.replica.spark_summary import SparkSummariser
 
 STEPS = ("listen_s", "first_query_s", "warm_up_s", "ready_s", "engine_cpu_s", "rss_mb")
-
-
-def jvm_cpu_s(pid: int) -> float:
-    """User+system seconds of `pid` and its children (spark-submit execs into the JVM)."""
-    import psutil
-
-    root = psutil.Process(pid)
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        times = proc.cpu_times()
-        total += times.user + times.system
-    return total
 
 
 def one_start(archive: Path | None, work: Path) -> dict[str, float]:
@@ -70,7 +58,7 @@ def one_start(archive: Path | None, work: Path) -> dict[str, float]:
         warm_up = time.monotonic() - t
         summariser.reset()
         return {"listen_s": listen, "first_query_s": first_query, "warm_up_s": warm_up,
-                "ready_s": time.monotonic() - launched, "engine_cpu_s": jvm_cpu_s(pid),
+                "ready_s": time.monotonic() - launched, "engine_cpu_s": cpu_s(pid),
                 "rss_mb": rss_mb(pid)}
     finally:
         server.stop()

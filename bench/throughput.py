@@ -31,6 +31,7 @@ from common import (
     Stack,
     add_stack_args,
     committed_and_end,
+    cpu_s,
     machine,
     replica_cmd,
     spawn,
@@ -114,6 +115,9 @@ def measure(settings, group: str, topic: str, partitions: int, procs: list,
             "messages": end}
 
 
+ROLES = {"EmbeddedBroker": "broker", "SparkConnectServer": "spark"}  # Stack.pids() kinds
+
+
 def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, partitions: int,
                 rep: int, args, produced: dict[str, int]) -> dict:
     mode = "eos" if eos else "alo"
@@ -131,12 +135,21 @@ def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, parti
         cmds = [[str(args.quix_python), str(Path(__file__).with_name("quix_app.py")), b,
                  group, topic, "exactly-once" if eos else "at-least-once",
                  str(stack.work / f"quix-{group}")]]
+    servers = {ROLES.get(kind, kind): pid for kind, pid in stack.pids().items()}
+    before = {role: cpu_s(pid) for role, pid in servers.items()}
     procs = [spawn(c, logs / f"{group}-{i}.log") for i, c in enumerate(cmds)]
     try:
         r = measure(stack.settings, group, topic, partitions, procs, args.timeout)
+        used = {"consumers": sum(cpu_s(p.pid) for p in procs),
+                **{role: cpu_s(pid) - before[role] for role, pid in servers.items()}}
     finally:
         for p in procs:
             stop(p)
+    if r["ok"]:
+        # where the run's CPU went: on 2 cores, `cores_busy` near 2 means more consumers
+        # can only take CPU from the others
+        r["cpu_s"] = {role: round(v, 1) for role, v in used.items()}
+        r["cores_busy"] = round(sum(used.values()) / r["total_s"], 2) if r["total_s"] else None
     if variant == "groupscope" and r["ok"]:
         r["summaries"] = exactness(stack, group, produced, eos)
     return {"variant": variant, "replicas": n, "mode": mode, "rep": rep, **r}
@@ -239,7 +252,13 @@ def main() -> int:
                 table.append({"variant": v, "replicas": n, "mode": mode, "ok": False})
                 continue
             s = spread(rates)
+            runs = [r for r in results if (r["variant"], r["replicas"], r["mode"])
+                    == (v, n, mode) and r["ok"] and r.get("cpu_s")]
+            cpu = {role: spread([r["cpu_s"][role] for r in runs])["median"]
+                   for role in (runs[0]["cpu_s"] if runs else {})}
+            busy = [r["cores_busy"] for r in runs if r.get("cores_busy") is not None]
             table.append({"variant": v, "replicas": n, "mode": mode, "rate": s,
+                          "cpu_s": cpu, "cores_busy": spread(busy)["median"] if busy else None,
                           "first_commit_s": spread(starts)["median"],
                           "wall_rate": spread(walls),
                           "vs_raw": (round(spread(walls)["median"] / raw_med, 3)
@@ -258,6 +277,13 @@ def main() -> int:
               f"{s['min']:>9.0f} {s['max']:>9.0f} {row['wall_rate']['median']:>10.0f} "
               f"{row['vs_raw'] or 0:>7.3f} {row['vs_quix'] or 0:>7.3f} "
               f"{row['first_commit_s']:>12}")
+    print("\nwhere the CPU went (median CPU-seconds over a run; cores busy = all of it / the "
+          "run's wall time)")
+    for row in table:
+        if row.get("cpu_s"):
+            parts = ", ".join(f"{role} {v:.1f}" for role, v in row["cpu_s"].items())
+            print(f"{row['variant']:<11} {row['replicas']:>2} {row['mode']:>4}  {parts}; "
+                  f"cores busy {row['cores_busy']}")
     if ratios:
         print("targets (wall rates, medians): " + ", ".join(
             f"{k} {v:.2f}" for k, v in ratios.items()))

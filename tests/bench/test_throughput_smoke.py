@@ -35,6 +35,8 @@ def test_throughput_tiny(kafka, spark_remote, tmp_path):
     for run in data["runs"]:
         assert run["ok"], run
         assert run["messages"] >= 3000 and run["rate"] > 0
+        # the CPU profile: here only the consumers' (broker and Spark are the session's)
+        assert run["cpu_s"]["consumers"] > 0 and run["cores_busy"] > 0, run
         if run["variant"] == "groupscope":
             exact = run["summaries"]
             assert exact["exact"] and exact["streams"] == 12, run
