@@ -10,9 +10,10 @@ STAMP := $(VENV)/.installed
 demo: setup jars
 	$(BIN)/groupscope up $(if $(ROOM),--room $(if $(filter-out 1,$(ROOM)),--room-address $(ROOM)))
 
+# the suite in two lanes: the tests that wait for minutes by design beside the rest (tests/lanes.py)
 test: setup jars
 	$(BIN)/ruff check .
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python -m tests.lanes $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

@@ -1,0 +1,99 @@
+"""The whole suite in two lanes at once: `make test`'s runner.
+
+A few tests take minutes by design and spend them waiting (marked `slow`: a Groups page left
+open for ten minutes, an idle topic watched for two). Run after the rest they added twelve
+minutes to a forty-minute suite while using a tenth of a core; run beside it, in a second
+pytest process, their waiting overlaps the rest's work. The two lanes share nothing but the
+machine: each has its own broker fixture, its own temporary folders, and every process a
+test starts is tagged, reaped and dies with its parent as in one lane.
+
+    python -m tests.lanes [pytest options]
+
+The main lane (`-m "not slow"`) prints as it runs; the slow lane's output goes to
+test-artifacts/slow-lane.log and is printed when both are done. The run passes only if both
+lanes pass, and a lane that collected no test fails it (pytest's exit code 5). Options that
+choose tests (`-m`, `-k`, paths, node ids, `--lf`) mean one ordinary pytest run instead.
+GROUPSCOPE_ONE_LANE=1 forces that too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from backend.proc import reap, send, spawn
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOW_LOG = ROOT / "test-artifacts" / "slow-lane.log"
+CHOOSING = ("-m", "-k", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
+            "--stepwise", "--deselect")
+
+
+def chooses_tests(args: list[str]) -> bool:
+    """Whether the options already select tests (then lanes would second-guess them)."""
+    for arg in args:
+        if arg.split("=", 1)[0] in CHOOSING:
+            return True
+        if not arg.startswith("-") and (ROOT / arg.split("::", 1)[0]).exists():
+            return True
+    return False
+
+
+def pytest_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", *args]
+
+
+def one_lane(args: list[str]) -> int:
+    return subprocess.call(pytest_argv(*args), cwd=ROOT)
+
+
+def two_lanes(args: list[str]) -> int:
+    SLOW_LOG.parent.mkdir(exist_ok=True)
+    lanes: list[subprocess.Popen[bytes]] = []
+
+    def stop_lanes(signum: int, _frame: object) -> None:
+        for lane in lanes:
+            send(lane, signum)
+        for lane in lanes:
+            reap(lane, 30.0)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop_lanes)
+    signal.signal(signal.SIGHUP, stop_lanes)
+    with SLOW_LOG.open("wb") as log:
+        # the slow lane: no cache writes, so the two lanes never race on .pytest_cache
+        lanes.append(spawn(pytest_argv("-m", "slow", "-p", "no:cacheprovider", *args),
+                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL))
+        print(f"lanes: the slow tests run beside this one; their output: {SLOW_LOG}",
+              flush=True)
+        try:
+            lanes.append(spawn(pytest_argv("-m", "not slow", *args), cwd=ROOT))
+            main_code = lanes[1].wait()
+            started = time.monotonic()
+            if lanes[0].poll() is None:
+                print("lanes: the main lane is done; waiting for the slow lane", flush=True)
+            slow_code = lanes[0].wait()
+        except KeyboardInterrupt:  # Ctrl-C reached both lanes (one process group)
+            for lane in lanes:
+                reap(lane, 30.0)
+            return 130
+    waited = time.monotonic() - started
+    print(f"\n{'=' * 30} slow lane (waited {waited:.0f} s after the main lane) {'=' * 30}")
+    sys.stdout.write(SLOW_LOG.read_text(errors="replace"))
+    print(f"lanes: main lane exit {main_code}, slow lane exit {slow_code}", flush=True)
+    return main_code or slow_code
+
+
+def main(args: list[str]) -> int:
+    if os.environ.get("GROUPSCOPE_ONE_LANE") == "1" or chooses_tests(args):
+        return one_lane(args)
+    return two_lanes(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
