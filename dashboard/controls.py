@@ -74,6 +74,19 @@ def _call(label: str, action: Callable[[Any], object]) -> bool:
     return True
 
 
+def show_answer(about: str = "") -> None:
+    """The last control action's answer (one whose label contains `about`), for MESSAGE_S
+    from the run that first shows it: counted from the action instead, an answer could expire
+    unseen while the rest of that run waited on a cluster that had just lost a node."""
+    msg = st.session_state.get("gs_ctl_msg")
+    if not msg or about not in msg[1]:
+        return
+    if len(msg) == 3:  # (kind, text, when answered) until first shown
+        msg = st.session_state["gs_ctl_msg"] = (*msg[:2], time.monotonic(), True)
+    if time.monotonic() - msg[2] < MESSAGE_S:  # long enough to read, then gone
+        (st.success if msg[0] == "ok" else st.error)(msg[1])
+
+
 def _summary(label: str, result: object) -> str:
     # kill and stop answer before the process has exited, so say what was sent
     if isinstance(result, ReplicaInfo):
@@ -214,7 +227,5 @@ def _controls_panel(ctx: ViewContext) -> None:
     if st.button("Add partitions", disabled=off or int(total) <= current, key="ctl_add_parts",
                  help="moves some keys to new partitions: per-key order breaks across the change"):
         _call("partitions", lambda c: c.add_partitions(int(total)))
-    msg = st.session_state.get("gs_ctl_msg")
-    if msg and time.monotonic() - msg[2] < MESSAGE_S:  # long enough to read, then gone
-        with slot:
-            (st.success if msg[0] == "ok" else st.error)(msg[1])
+    with slot:
+        show_answer()

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 REFRESH_S = 1.0
 PER_ROW = 5  # broker cards with buttons per row of columns
 RECENT_EVENTS = 5  # Kafka's changes listed under the cards where there is no event feed
-MESSAGE_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -115,9 +114,9 @@ def draw_brokers(brokers: Sequence[BrokerView], under: int, offline: int, scope:
                 with col:
                     st.html(broker_card_html(b))
                     _buttons(b, controls, key)
-    msg = st.session_state.get("gs_ctl_msg")
-    if msg and "broker" in msg[1] and time.monotonic() - msg[2] < MESSAGE_S:
-        (st.success if msg[0] == "ok" else st.error)(msg[1])
+    from dashboard.controls import show_answer
+
+    show_answer("broker")
 
 
 def recent_cluster_events(snap: Snapshot, n: int = RECENT_EVENTS) -> None:

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka.admin import AdminClient
 from streamlit.testing.v1 import AppTest
 
 from backend.netutil import wait_until
+from dashboard.controls import MESSAGE_S
 from tests.dashboard.browser import supervisor
 from tests.dashboard.conftest import APP
+
+
+def _answer_page() -> None:
+    from dashboard.controls import show_answer
+
+    show_answer("broker")
+
+
+def test_an_answer_shows_however_long_its_action_took_then_goes():
+    """The answer's time on screen counts from its first showing, not from the action: a kill
+    that took longer than that on a loaded cluster would otherwise never be seen."""
+    at = AppTest.from_function(_answer_page)
+    at.session_state["gs_ctl_msg"] = ("ok", "kill broker 2: SIGKILL sent", time.monotonic() - 60)
+    at.run()
+    assert [s.value for s in at.success] == ["kill broker 2: SIGKILL sent"]
+    at.run()
+    assert [s.value for s in at.success] == ["kill broker 2: SIGKILL sent"]
+    kind, text, _, shown = at.session_state["gs_ctl_msg"]
+    at.session_state["gs_ctl_msg"] = (kind, text, time.monotonic() - MESSAGE_S - 1, shown)
+    at.run()
+    assert not at.success
+    at.session_state["gs_ctl_msg"] = ("error", "rate: refused", time.monotonic())
+    at.run()
+    assert not at.success and not at.error  # not a broker's answer: the sidebar shows it
 
 
 def test_add_partitions_from_the_sidebar_reaches_the_cluster(
