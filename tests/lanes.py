@@ -25,10 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-from backend.proc import reap, send, spawn
+from backend.proc import reap, run, send, spawn
+from tests.conftest import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW_LOG = ROOT / "test-artifacts" / "slow-lane.log"
+SLOW_LOG = ARTIFACTS / "slow-lane.log"
 CHOOSING = ("-m", "-k", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
             "--stepwise", "--deselect")
 
@@ -48,11 +49,11 @@ def pytest_argv(*args: str) -> list[str]:
 
 
 def one_lane(args: list[str]) -> int:
-    return subprocess.call(pytest_argv(*args), cwd=ROOT)
+    return run(pytest_argv(*args), cwd=ROOT).returncode
 
 
 def two_lanes(args: list[str]) -> int:
-    SLOW_LOG.parent.mkdir(exist_ok=True)
+    SLOW_LOG.parent.mkdir(parents=True, exist_ok=True)
     lanes: list[subprocess.Popen[bytes]] = []
 
     def stop_lanes(signum: int, _frame: object) -> None:
@@ -91,7 +92,10 @@ def two_lanes(args: list[str]) -> int:
 
 def main(args: list[str]) -> int:
     if os.environ.get("GROUPSCOPE_ONE_LANE") == "1" or chooses_tests(args):
-        return one_lane(args)
+        try:
+            return one_lane(args)
+        except KeyboardInterrupt:  # pytest got the Ctrl-C too and has said its part
+            return 130
     return two_lanes(args)
 
 
