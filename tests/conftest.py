@@ -93,6 +93,26 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         _CLUSTER_USERS.cluster = None
 
 
+BROKER_LOG_TAIL = 2 << 20  # bytes of the session broker's log kept for a failed test
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A failed test that used the session's broker leaves the tail of that broker's log in
+    the artifacts: the broker outlives the test, but its data folder is deleted with pytest's
+    temporary folders a few runs later, and a coordinator's or controller's side of a
+    failure is only ever written there."""
+    report = yield
+    node = getattr(item, "funcargs", {}).get("broker")
+    if report.failed and isinstance(node, EmbeddedBroker) and node.log_file.exists():
+        with node.log_file.open("rb") as log:
+            log.seek(max(0, node.log_file.stat().st_size - BROKER_LOG_TAIL))
+            tail = log.read()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / f"broker-{item.name[:80]}-{report.when}.log").write_bytes(tail)
+    return report
+
+
 @pytest.fixture
 def cluster3(kafka_cluster: EmbeddedCluster) -> EmbeddedCluster:
     """The session's three-node cluster with all three nodes running: a node an earlier test

@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from backend.cluster.settings import KafkaSettings
+from backend.observer.generation import offsets_partition
 
 
 def seed_groups(settings: KafkaSettings, commits: Mapping[str, Mapping[tuple[str, int], int]],
-                in_flight: int = 64, timeout: float = 60.0, retry_for: float = 60.0) -> None:
+                in_flight: int = 64, timeout: float = 60.0, retry_for: float = 120.0) -> None:
     """Commit `commits[group][(topic, partition)] = offset` for every group, `in_flight` at
     a time. A request can succeed while single partitions carry an error, and a fresh
-    broker answers NOT_COORDINATOR while its offsets topic is being created: the groups that
-    failed are sent again, with a growing pause, for up to `retry_for` seconds."""
+    broker answers NOT_COORDINATOR while its offsets topic is being created (once, on a
+    fresh broker at load 30, for half the groups for over a minute: the cause is not known,
+    and a failed test keeps its broker's log in test-artifacts): the groups that failed are
+    sent again, with a growing pause, for up to `retry_for` seconds. The error names the
+    offsets partitions the failed groups live on, so that log can be read for them."""
     admin = AdminClient(settings.client_config())
     todo = list(commits)
     deadline = time.monotonic() + retry_for
@@ -32,11 +36,22 @@ def seed_groups(settings: KafkaSettings, commits: Mapping[str, Mapping[tuple[str
         if not failed:
             return
         if time.monotonic() + pause > deadline:
-            raise RuntimeError(f"committing offsets failed for {len(failed)} groups: "
+            raise RuntimeError(f"committing offsets failed for {len(failed)} groups "
+                               f"(offsets partitions {_offsets_partitions(admin, failed)}): "
                                f"{next(iter(failed.values()))}")
         todo = sorted(failed)
         time.sleep(pause)  # a coordinator still loading needs a moment; nothing to wait on
         pause = min(pause * 2, 4.0)
+
+
+def _offsets_partitions(admin: AdminClient, groups: Iterable[str]) -> list[int] | str:
+    """Which partitions of `__consumer_offsets` the coordinator keeps `groups` on."""
+    try:
+        topic = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+        count = len(topic.partitions)
+    except (KafkaException, KeyError) as exc:
+        return f"unknown: {exc}"
+    return sorted({offsets_partition(g, count) for g in groups}) if count else "unknown"
 
 
 def _send(admin: AdminClient, commits: Mapping[str, Mapping[tuple[str, int], int]],
