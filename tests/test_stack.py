@@ -198,10 +198,11 @@ def test_up_on_three_brokers_and_two_spark_workers_and_ctrl_c_leaves_no_process(
             wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill button enabled")
             assert start.is_disabled()  # it is up
             kill.click()
-            # The page is watched from the click: the answer stays up 15 s from its first
-            # showing, and `alive()` alone can take that long while the backend is being
-            # started again. At load 30 (seven JVMs on 2 cores) the kill, its answer and the
-            # page's rerun take a while; the answer is an error if the backend died under it.
+            # The page is watched from the click: the answer stays up for
+            # dashboard.controls.MESSAGE_S from its first showing, and `alive()` alone can
+            # take that long while the backend is being started again. At load 30 (seven JVMs
+            # on 2 cores) the kill, its answer and the page's rerun take a while; the answer
+            # is an error if the backend died under it.
             wait_until(lambda: f"kill broker {victim}" in page.inner_text("body"), 90,
                        interval=0.5, what="the kill's answer on the page")
             wait_until(lambda: not alive(), 60, what=f"node {victim} killed by its button")
