@@ -13,6 +13,7 @@ demo: setup jars
 # the suite in two lanes: the tests that wait for minutes by design beside the rest (tests/lanes.py)
 test: setup jars
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m tests.lanes $(PYTEST_ARGS)
 
 setup: $(STAMP)
@@ -33,6 +34,7 @@ jars: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 # Tests that need no broker, Spark, browser or stack; their markers come from their fixtures
 # (tests/markers.py), and GROUPSCOPE_UNIT_ONLY=1 makes the run fail if one starts java/Chromium.

@@ -53,7 +53,7 @@ def cluster_settings(args: argparse.Namespace):
 def _running_stack_cluster() -> tuple[str | None, str | None]:
     """The cluster of the one groupscope stack running for this user, from any directory;
     (None, None) when there is none (or several), which means the embedded broker's port."""
-    from backend.supervisor.auth import ControlNotFound, find_control_files
+    from backend.control_files import ControlNotFound, find_control_files
 
     try:
         ep = find_control_files()

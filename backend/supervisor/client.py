@@ -41,7 +41,7 @@ from backend.contracts.control import (
     Status,
     StreamsRequest,
 )
-from backend.supervisor.auth import ControlNotFound, find_control_files
+from backend.control_files import ControlNotFound, find_control_files
 
 M = TypeVar("M", bound=BaseModel)
 

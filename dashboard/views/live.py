@@ -15,10 +15,11 @@ from dashboard import live_model as lm
 from dashboard.context import ViewContext
 from dashboard.figures import throughput_lag_figure
 from dashboard.panels import cards_html, lanes_html
-from dashboard.pollers import Reading, cluster_poller, observer_for, supervisor_poller
+from dashboard.pollers import Reading, cluster_poller, observer_for
 from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
 from dashboard.views.brokers import brokers_panel
 from dashboard.views.room import join_panel, leaderboard_panel
+from dashboard.views.supervised import supervised_replicas
 
 REFRESH_S = 1.0
 # Ownership is what moves in a rebalance; the lanes are cheap to draw, so refresh them twice
@@ -32,19 +33,6 @@ CHART_REFRESH_S = 2.0
 
 def _snapshot(ctx: ViewContext, wait_s: float = 0.0) -> Snapshot | None:
     return observer_for(ctx.target, ctx.group, ctx.topic).latest(wait_s=wait_s)
-
-
-def _supervised(ctx: ViewContext) -> tuple:
-    """The supervisor's replicas when it manages this group (for dead / external cards)."""
-    if ctx.watching or ctx.read_only:
-        return ()
-    from backend.paths import data_dir
-
-    reading: Reading | None = supervisor_poller(str(data_dir())).latest()
-    if reading is None or not reading.ok or reading.value is None:
-        return ()
-    status = reading.value
-    return status.replicas if status.group == ctx.group else ()
 
 
 def _own(ctx: ViewContext, snap: Snapshot) -> bool:
@@ -191,7 +179,7 @@ def lanes_panel(ctx: ViewContext) -> None:
         # only the last couple of minutes: enough to name a partition's previous owner
         since = snap.taken_ms - int(lm.HANDOVER_LOOKBACK_S * 1000)
         history = observer_for(ctx.target, ctx.group, ctx.topic).history(since_ms=since)
-        draw_lanes(snap, history, _supervised(ctx))
+        draw_lanes(snap, history, supervised_replicas(ctx))
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -200,7 +188,7 @@ def members_panel(ctx: ViewContext) -> None:
     supervisor is read once a refresh."""
     snap = _snapshot(ctx)
     if snap is not None:
-        supervised = _supervised(ctx)
+        supervised = supervised_replicas(ctx)
         own = _own(ctx, snap)
         draw_cards(snap, supervised, own=own)
         if own:  # the feed is the events topic's: no other group has one

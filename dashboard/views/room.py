@@ -36,6 +36,7 @@ from dashboard.leaderboard_model import (
 from dashboard.live_model import external_members
 from dashboard.pollers import observer_for
 from dashboard.theme import member_style
+from dashboard.views.supervised import supervised_replicas
 
 JOIN_REFRESH_S = 5.0  # room.json changes once per `up --room`; the card need not chase it
 BOARD_REFRESH_S = 1.0
@@ -216,10 +217,8 @@ def draw_leaderboard(rows: list[LeaderRow], now_ms: int,
 @st.fragment(run_every=BOARD_REFRESH_S)
 def leaderboard_panel(ctx: ViewContext) -> None:
     """Every member of the group, present and departed, once it has had any."""
-    from dashboard.views.live import _supervised  # live.py imports this module
-
     shared = observer_for(ctx.target, ctx.group, ctx.topic)
-    supervised = _supervised(ctx)
+    supervised = supervised_replicas(ctx)
     rows = _board_for(ctx.target, ctx.group, ctx.topic).update(shared.history, supervised)
     snap = shared.latest()
     external = external_members(snap, supervised) if snap is not None else frozenset()

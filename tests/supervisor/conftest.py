@@ -22,9 +22,9 @@ import pytest
 from backend.cluster.clients import quiet_admin
 from backend.cluster.groups import describe_group
 from backend.cluster.settings import KafkaSettings
+from backend.control_files import read_control_files
 from backend.netutil import wait_until
 from backend.proc import abort_if_exited, process_args, spawn, terminate
-from backend.supervisor.auth import read_control_files
 from backend.supervisor.client import ControlClient
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,15 +25,13 @@ from backend.contracts.control import (
     resolve_assignor,
 )
 from backend.supervisor.api import _validation_line, create_app
-from backend.supervisor.auth import (
+from backend.control_files import (
     ControlNotFound,
     find_control_files,
     read_control_files,
-    remove_control_files,
     running_supervisors,
-    token_matches,
-    write_control_files,
 )
+from backend.supervisor.auth import remove_control_files, token_matches, write_control_files
 from backend.supervisor.processes import InvalidRequest, LaunchConfig, validate_options
 
 
