@@ -12,15 +12,18 @@ call builds a few dozen of them; see `bench/README.md` for what that costs).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StrictBool,
     StrictInt,
+    Tag,
     computed_field,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -38,8 +41,8 @@ DEFAULT_ASSIGNOR = PROTOCOL_ASSIGNORS[DEFAULT_PROTOCOL][0]
 ALL_ASSIGNORS: tuple[str, ...] = tuple(
     dict.fromkeys(a for assignors in PROTOCOL_ASSIGNORS.values() for a in assignors))
 
-Protocol = Literal["classic", "consumer"]
-Assignor = Literal["range", "roundrobin", "cooperative-sticky", "uniform"]
+# the table's assignors as a type, so a request model and /openapi.json list them
+Assignor = Literal[ALL_ASSIGNORS]  # type: ignore[valid-type]
 
 
 class GroupChoiceError(ValueError):
@@ -251,13 +254,95 @@ class ScaleRequest(Request):
     replicas: Annotated[StrictInt, Field(ge=0, le=MAX_REPLICAS)]
 
 
-class OptionsRequest(Request):
-    """Any subset; a protocol switch without an assignor takes that protocol's default."""
+class OptionsFields(Request):
+    """What every `POST /options` body may carry; a field left out (or null) keeps what new
+    replicas join with now. The branches below narrow `protocol` and `assignor`."""
 
-    protocol: Protocol | None = None
-    assignor: Assignor | None = None
+    protocol: str | None = None
+    assignor: str | None = None
     exactly_once: StrictBool | None = None
     static: StrictBool | None = None
+
+
+class ProtocolOptions(OptionsFields):
+    """The base of a body that names its protocol: one such model per protocol of
+    PROTOCOL_ASSIGNORS (OPTIONS_FOR_PROTOCOL), each listing only that protocol's assignors."""
+
+    protocol: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _choice_works(cls, data: Any) -> Any:
+        """Refuse a pair with resolve_assignor's line, which says what to choose instead,
+        before the schema's bare "Input should be ..." does."""
+        if isinstance(data, dict) and isinstance(data.get("protocol"), str) \
+                and isinstance(data.get("assignor"), str):
+            resolve_assignor(data["protocol"], data["assignor"])
+        return data
+
+
+def _options_for(protocol: str, assignors: tuple[str, ...]) -> type[ProtocolOptions]:
+    """The body that switches to `protocol`: its assignor is one of `assignors` or left out
+    (the first, the protocol's default)."""
+    return create_model(
+        f"{protocol.title()}Options", __base__=ProtocolOptions,
+        __doc__=f"New replicas join with the {protocol} protocol and one of its assignors; "
+                f"without one, {assignors[0]}.",
+        protocol=(Literal[protocol], ...),  # type: ignore[valid-type]
+        assignor=(Literal[assignors] | None, None))  # type: ignore[valid-type]
+
+
+OPTIONS_FOR_PROTOCOL: dict[str, type[ProtocolOptions]] = {
+    protocol: _options_for(protocol, assignors)
+    for protocol, assignors in PROTOCOL_ASSIGNORS.items()}
+
+
+class KeepProtocolOptions(OptionsFields):
+    """New replicas keep the protocol in force (GET /status: options.protocol). Which
+    assignors work depends on that protocol, so the server checks an assignor given here
+    against it and refuses (422) one it does not take; a body that names its protocol has
+    that rule in its schema."""
+
+    protocol: None = None
+    assignor: Assignor | None = None
+
+
+NAMES_PROTOCOL = "names its protocol"
+KEEPS_PROTOCOL = "keeps the protocol in force"
+
+
+def _names_protocol(body: Any) -> str:
+    """The branch a body is checked against: one that names a protocol, or one that keeps the
+    protocol in force (protocol left out or null, as before the protocols had branches)."""
+    protocol = body.get("protocol") if isinstance(body, dict) \
+        else getattr(body, "protocol", None)
+    return KEEPS_PROTOCOL if protocol is None else NAMES_PROTOCOL
+
+
+# discriminated on `protocol`, so the assignors a protocol takes are in /openapi.json
+ProtocolChoice = Annotated[Union[tuple(OPTIONS_FOR_PROTOCOL.values())],  # noqa: UP007
+                          Field(discriminator="protocol")]
+# The body of `POST /options`: any subset of the fields; a protocol switch without an
+# assignor takes that protocol's default.
+OptionsRequest = Annotated[
+    Annotated[ProtocolChoice, Tag(NAMES_PROTOCOL)]
+    | Annotated[KeepProtocolOptions, Tag(KEEPS_PROTOCOL)],
+    Discriminator(_names_protocol)]
+# What a validation error's location holds for the branch of a union it was checked
+# against: not a field of the body
+UNION_BRANCHES: frozenset[str] = frozenset(
+    {NAMES_PROTOCOL, KEEPS_PROTOCOL, *PROTOCOL_ASSIGNORS})
+
+
+def options_request(protocol: str | None = None, assignor: str | None = None,
+                    exactly_once: bool | None = None, static: bool | None = None,
+                    ) -> OptionsFields:
+    """The `POST /options` body for these choices, built unchecked: the server's refusal is
+    the one message a caller sees for a choice that cannot work."""
+    model = OPTIONS_FOR_PROTOCOL.get(protocol, ProtocolOptions) if protocol is not None \
+        else KeepProtocolOptions
+    return model.model_construct(protocol=protocol, assignor=assignor,
+                                 exactly_once=exactly_once, static=static)
 
 
 class RateRequest(Request):

@@ -6,7 +6,9 @@ so validation, `/openapi.json` and the client's types are one thing. A request i
 validated before anything is touched, so a refusal (4xx with `{"error": "..."}`) never leaves
 a half-done change behind. The order of the checks is the security story: body size and Host
 header first (middleware), then the route, then the token (a dependency, which FastAPI runs
-before it validates the body), then the body, then the action.
+before it validates the body), then the body, then the action. A JSON body is parsed before
+the token is looked at, so one that is not JSON is refused (422) even without a token; it
+reaches nothing either way.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import uvicorn
 from fastapi import Depends, FastAPI, Request
@@ -27,6 +29,7 @@ from starlette.exceptions import HTTPException
 from backend.contracts.control import (
     BROKER_ACTIONS,
     MAX_BODY_BYTES,
+    UNION_BRANCHES,
     BrokerAnswer,
     BrokersAnswer,
     CapacityAnswer,
@@ -49,9 +52,7 @@ from backend.contracts.control import (
 from backend.supervisor.auth import token_matches
 from backend.supervisor.names import NAME_RE
 from backend.supervisor.processes import PoolError, UnknownReplica
-
-if TYPE_CHECKING:
-    from backend.supervisor.service import SupervisorService
+from backend.supervisor.service import DependencyError, SupervisorService
 
 log = logging.getLogger("groupscope.supervisor.api")
 
@@ -62,10 +63,6 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(
     scheme_name="bearer",
     auto_error=False, description="the token in <data dir>/control.token"))]
 AUTH_HINT = "missing Authorization: Bearer <token> (the token is in <data dir>/control.token)"
-
-
-class DependencyError(Exception):
-    """Kafka or another dependency failed while doing a valid request (503)."""
 
 
 def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -81,7 +78,7 @@ def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
         409: "not possible in the current state (e.g. already at the replica limit)",
         411: "chunked body: send a Content-Length",
         413: f"request body over {MAX_BODY_BYTES} bytes",
-        422: "the body or a field is invalid",
+        422: "the body is not JSON, or it or one of its fields is invalid",
         503: "Kafka or the simulator failed while doing a valid request",
     }
     return {c: {"model": Refusal, "description": reasons[c] + "; nothing changed"}
@@ -91,14 +88,34 @@ def _documented(*codes: int) -> dict[int | str, dict[str, Any]]:
 READ = _documented(403, 503)
 CHANGE = _documented(401, 403, 409, 411, 413, 422, 503)
 CHANGE_NAMED = _documented(401, 403, 404, 409, 411, 413, 422, 503)
+# an assignor without a protocol is checked against the protocol in force, which the body's
+# schema cannot know
+OPTIONS = {**CHANGE, 422: {**CHANGE[422], "description": (
+    "the body is not JSON, or it or one of its fields is invalid, or it names an assignor "
+    "but no protocol and the protocol in force does not take that assignor; nothing "
+    "changed")}}
 
 
 def _validation_line(exc: RequestValidationError) -> str:
-    """Pydantic's first complaint as one line: which field, what is wrong, what was sent."""
+    """Pydantic's first complaint as one line: which field, what is wrong, what was sent.
+
+    The union a body may be (e.g. one branch per protocol) names its branches in the error's
+    location; a caller knows fields, not branches, so those are left out."""
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+    where = ".".join(str(p) for p in err.get("loc", ())
+                     if p != "body" and p not in UNION_BRANCHES) or "body"
     if err.get("type") == "json_invalid":
         return f"request body is not valid JSON: {err.get('ctx', {}).get('error', '')}".strip()
+    if err.get("type") == "union_tag_invalid":  # the field that picks the branch
+        ctx = err.get("ctx", {})
+        where = ctx.get("discriminator", where).strip("'")
+        choices = ctx.get("expected_tags", "")
+        head, _, last = choices.rpartition(", ")
+        given = err.get("input")
+        err = {**err, "msg": f"Input should be {f'{head} or {last}' if head else last}",
+               "input": given.get(where) if isinstance(given, dict) else given}
+    if err.get("type") == "value_error":  # a model's own check: its message says it all
+        return str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if err.get("type") == "missing":
         return f"missing field {where!r}"
     if err.get("type") == "extra_forbidden":
@@ -152,7 +169,8 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
         elif exc.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path}"
         elif exc.status_code == 400:
-            message = f"request body is not valid JSON: {message}"
+            # FastAPI's answer to a body json.loads could not read: invalid like any other
+            return _refusal(422, f"request body is not valid JSON: {_unreadable(exc)}")
         return _refusal(exc.status_code, message, dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
@@ -216,7 +234,7 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
     def scale(body: ScaleRequest) -> ScaleAnswer:
         return ScaleAnswer(**supervisor.scale(body.replicas))
 
-    @app.post("/options", responses=CHANGE, summary="protocol / assignor / exactly-once for "
+    @app.post("/options", responses=OPTIONS, summary="protocol / assignor / exactly-once for "
               "new replicas", **changes)
     def options(body: OptionsRequest) -> OptionsAnswer:
         return OptionsAnswer(options=supervisor.set_options(
@@ -296,6 +314,16 @@ def describe_itself(app: FastAPI) -> None:
 def _openapi_refusals(codes: dict[int | str, dict[str, Any]]) -> dict[int | str, Any]:
     return {code: {"description": answer["description"], "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/Refusal"}}}} for code, answer in codes.items()}
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why json.loads failed on a body, from the error FastAPI raised its 400 from."""
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return "it is not UTF-8 text"
+    if isinstance(cause, RecursionError):
+        return "it is nested too deeply"
+    return "it could not be read"
 
 
 def _host_name(host: str) -> str:

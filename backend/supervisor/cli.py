@@ -145,6 +145,7 @@ def _backend(args: argparse.Namespace) -> int:
     from backend.engine.session import spark_remote
     from backend.netutil import wait_until
     from backend.paths import data_dir
+    from backend.supervisor.api import ControlServer
     from backend.supervisor.processes import (
         InvalidRequest,
         default_replica_command,
@@ -189,7 +190,7 @@ def _backend(args: argparse.Namespace) -> int:
         options=options,
         replica_command=command, stop_grace=args.stop_grace, standby=args.standby)
     try:
-        return SupervisorService(config).run_foreground()
+        return SupervisorService(config, serve=ControlServer).run_foreground()
     except OSError as exc:
         return _fail("backend", f"cannot start: {exc}")
     except Exception as exc:  # topic errors and the like: one line, the log has the rest

@@ -28,7 +28,6 @@ from backend.contracts.control import (
     FleetAnswer,
     FleetState,
     OptionsAnswer,
-    OptionsRequest,
     PartitionChange,
     PartitionsAnswer,
     PartitionsRequest,
@@ -40,6 +39,7 @@ from backend.contracts.control import (
     ScaleRequest,
     Status,
     StreamsRequest,
+    options_request,
 )
 from backend.control_files import ControlNotFound, find_control_files
 
@@ -164,8 +164,7 @@ class ControlClient:
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
                     exactly_once: bool | None = None, static: bool | None = None,
                     ) -> ReplicaOptions:
-        body = OptionsRequest.model_construct(protocol=protocol, assignor=assignor,
-                                              exactly_once=exactly_once, static=static)
+        body = options_request(protocol, assignor, exactly_once, static)
         return self._call(OptionsAnswer, "POST", "/options", body).options
 
     def set_capacity(self, max_rate: float | None) -> CapacityAnswer:

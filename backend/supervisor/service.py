@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from backend.cluster.clients import GuardedAdmin, quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
@@ -36,7 +36,6 @@ from backend.contracts.control import (
     Status,
 )
 from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
-from backend.supervisor.api import ControlServer, DependencyError
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
 from backend.supervisor.names import colour_for
 from backend.supervisor.processes import (
@@ -59,6 +58,29 @@ DESCRIBE_TIMEOUT_S = 3.0
 # At start-up the first replica joins alone and the others start once it is a member of the
 # group, or after this long at the most (see _start_replicas)
 FIRST_JOIN_WAIT_S = 30.0
+
+
+class DependencyError(Exception):
+    """Kafka or another dependency failed while doing a valid request (503)."""
+
+
+class Endpoint(Protocol):
+    """The server that exposes a supervisor to its callers (`api.ControlServer`)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def start_background(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Serve(Protocol):
+    """Makes the (not yet started) server of a supervisor. Passed in by whoever runs both,
+    because the API imports this module for what it drives and raises: this module importing
+    the API back would be a circle."""
+
+    def __call__(self, supervisor: SupervisorService, token: str, *, port: int) -> Endpoint: ...
 
 
 @dataclass
@@ -84,14 +106,16 @@ class ServiceConfig:
 
 
 class SupervisorService:
-    """Implements the API's `Supervisor` protocol; `start()` / `close()` own every resource."""
+    """What the control API drives; `start()` / `close()` own every resource, the server that
+    `serve` makes included."""
 
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(self, config: ServiceConfig, serve: Serve) -> None:
         self.config = config
         self.max_replicas = config.max_replicas
         self.token = generate_token()
         self.pool: ReplicaPool | None = None
-        self.server: ControlServer | None = None
+        self._serve = serve
+        self.server: Endpoint | None = None
         self.fleet: Any = None
         self._admin: GuardedAdmin | None = None
         self._partitions: int | None = None
@@ -132,7 +156,7 @@ class SupervisorService:
                 options=cfg.options, max_replicas=cfg.max_replicas,
                 on_event=lambda e: log.info("replica %s: %s (pid %s)", e["replica"],
                                             e["action"], e["pid"]))
-            self.server = ControlServer(self, self.token, port=cfg.port)
+            self.server = self._serve(self, self.token, port=cfg.port)
             self.server.start_background()
             write_control_files(Path(cfg.data_dir), self.server.url, self.token,
                                 bootstrap=cfg.settings.bootstrap, kafka_config=cfg.kafka_config)

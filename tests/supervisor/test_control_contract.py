@@ -7,38 +7,48 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.routing import Route
 
 from backend.contracts.control import (
+    ALL_ASSIGNORS,
     MAX_RATE,
     MAX_REPLICAS,
+    PROTOCOL_ASSIGNORS,
     CapacityRequest,
+    KeepProtocolOptions,
     NoFields,
     OptionsRequest,
     RateRequest,
     ReplicaOptions,
     ScaleRequest,
+    options_request,
     resolve_assignor,
 )
-from backend.supervisor.api import _validation_line, create_app
 from backend.control_files import (
     ControlNotFound,
     find_control_files,
     read_control_files,
     running_supervisors,
 )
+from backend.supervisor.api import _validation_line, create_app
 from backend.supervisor.auth import remove_control_files, token_matches, write_control_files
 from backend.supervisor.processes import InvalidRequest, LaunchConfig, validate_options
 
 
-def _refusal(model: type, raw: bytes) -> str:
+def _validate(model: Any, raw: bytes) -> Any:
+    """`raw` as the route taking `model` (a model class or a union of them) reads it."""
+    return TypeAdapter(model).validate_json(raw)
+
+
+def _refusal(model: Any, raw: bytes) -> str:
     """The one line the API would answer for `raw` sent to a route taking `model`."""
     with pytest.raises(ValidationError) as err:
-        model.model_validate_json(raw)
+        _validate(model, raw)
     errors = [{**e, "loc": ("body", *e["loc"])} for e in err.value.errors()]
     return _validation_line(RequestValidationError(errors))
 
@@ -76,10 +86,71 @@ def test_rate_takes_numbers_above_zero_and_finite() -> None:
 
 
 def test_options_and_empty_bodies() -> None:
-    assert OptionsRequest.model_validate_json(b"{}") == OptionsRequest()
-    assert "classic" in _refusal(OptionsRequest, b'{"protocol": "eager"}')
-    assert "valid boolean" in _refusal(OptionsRequest, b'{"exactly_once": "yes"}')
+    assert _validate(OptionsRequest, b"{}") == KeepProtocolOptions()
+    assert _validate(OptionsRequest, b'{"protocol": null}') == KeepProtocolOptions()
+    assert _refusal(OptionsRequest, b'{"protocol": "eager"}') == \
+        "protocol: Input should be 'classic' or 'consumer', not 'eager'"
+    assert _refusal(OptionsRequest, b'{"exactly_once": "yes"}') == \
+        "exactly_once: Input should be a valid boolean, not 'yes'"
+    assert _refusal(OptionsRequest, b'{"protocol": "classic", "x": 1}') == "unknown field 'x'"
     assert "unknown field 'x'" in _refusal(NoFields, b'{"x": 1}')
+
+
+def test_a_body_that_leaves_fields_out_keeps_their_meaning() -> None:
+    """Left out: the protocol in force (its assignor checked by the server), or, after a
+    protocol switch, that protocol's default assignor; and the other options as they are."""
+    kept = _validate(OptionsRequest, b'{"assignor": "roundrobin", "static": true}')
+    assert (kept.protocol, kept.assignor, kept.exactly_once, kept.static) == (
+        None, "roundrobin", None, True)
+    for assignor in ALL_ASSIGNORS:
+        assert _validate(OptionsRequest, json.dumps({"assignor": assignor}).encode()
+                         ).assignor == assignor
+    switch = _validate(OptionsRequest, b'{"protocol": "consumer"}')
+    assert (switch.protocol, switch.assignor, switch.exactly_once) == ("consumer", None, None)
+
+
+def test_uniform_with_the_classic_protocol_is_refused_by_the_model() -> None:
+    assert _refusal(OptionsRequest, b'{"protocol": "classic", "assignor": "uniform"}') == (
+        "assignor 'uniform' does not work with the classic protocol; choose one of "
+        + ", ".join(PROTOCOL_ASSIGNORS["classic"]))
+    for protocol, assignors in PROTOCOL_ASSIGNORS.items():
+        for assignor in assignors:
+            body = _validate(OptionsRequest, json.dumps(
+                {"protocol": protocol, "assignor": assignor}).encode())
+            assert (body.protocol, body.assignor) == (protocol, assignor)
+        for other in set(ALL_ASSIGNORS) - set(assignors):
+            assert "does not work with" in _refusal(OptionsRequest, json.dumps(
+                {"protocol": protocol, "assignor": other}).encode())
+
+
+def test_the_openapi_lists_each_protocols_assignors() -> None:
+    """The protocol -> assignor rule is in /openapi.json: one branch per protocol, picked by
+    `protocol`, whose assignor choices are that protocol's and no other."""
+    doc = create_app(supervisor=None, token="t").openapi()  # type: ignore[arg-type]
+    schemas = doc["components"]["schemas"]
+    body = doc["paths"]["/options"]["post"]["requestBody"]["content"]["application/json"][
+        "schema"]
+    named = next(alt for alt in body["oneOf"] if "discriminator" in alt)
+    assert named["discriminator"]["propertyName"] == "protocol"
+    mapping = named["discriminator"]["mapping"]
+    assert set(mapping) == set(PROTOCOL_ASSIGNORS)
+    for protocol, ref in mapping.items():
+        branch = schemas[ref.rsplit("/", 1)[1]]
+        assert branch["properties"]["protocol"]["const"] == protocol
+        assert "protocol" in branch["required"]
+        choices = branch["properties"]["assignor"]["anyOf"][0]["enum"]
+        assert tuple(choices) == PROTOCOL_ASSIGNORS[protocol]
+
+
+def test_options_request_builds_each_branch_unchecked() -> None:
+    """What the client sends: only the fields given; a choice that cannot work goes as it is,
+    for the server to refuse in its own words."""
+    assert options_request(None, "range", True).model_dump(exclude_none=True) == {
+        "assignor": "range", "exactly_once": True}
+    assert options_request("consumer", static=False).model_dump(exclude_none=True) == {
+        "protocol": "consumer", "static": False}
+    assert options_request("classic", "uniform").model_dump(exclude_none=True) == {
+        "protocol": "classic", "assignor": "uniform"}
 
 
 def test_protocol_assignor_combinations() -> None:
@@ -217,7 +288,7 @@ def test_capacity_takes_a_rate_or_null_for_off() -> None:
     assert CapacityRequest.model_validate_json(b'{"max_rate": 50}').max_rate == 50.0
     assert CapacityRequest.model_validate_json(b'{"max_rate": 0.5}').max_rate == 0.5
     assert CapacityRequest.model_validate_json(b'{"max_rate": null}').max_rate is None
-    assert OptionsRequest.model_validate_json(b'{"static": true}').static is True
+    assert _validate(OptionsRequest, b'{"static": true}').static is True
     assert "valid boolean" in _refusal(OptionsRequest, b'{"static": "yes"}')
     with pytest.raises(InvalidRequest, match="greater than 0"):
         validate_options("classic", None, max_rate=0)
@@ -261,5 +332,69 @@ def test_client_and_route_carry_a_cap_and_off_over_http() -> None:
             ControlClient(server.url, None, timeout=10).set_capacity(5)
         assert err.value.status == 401
         assert stub.asked == [50.0, None]  # refusals reached nothing
+    finally:
+        server.stop()
+
+
+class _OptionsStub:
+    """Just enough supervisor for the /options and /scale routes: records what reached it."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str | None, str | None, bool | None, bool | None]] = []
+
+    def set_options(self, protocol: str | None, assignor: str | None,
+                    exactly_once: bool | None, static: bool | None = None) -> ReplicaOptions:
+        self.asked.append((protocol, assignor, exactly_once, static))
+        chosen = protocol or "classic"
+        return ReplicaOptions(protocol=chosen, assignor=resolve_assignor(chosen, assignor))
+
+    def scale(self, n: int) -> dict[str, list[str]]:
+        self.asked.append((None, None, None, None))
+        return {"started": [], "stopping": []}
+
+
+def test_options_over_http_take_every_pair_and_refuse_the_rest_with_422() -> None:
+    from backend.supervisor.api import ControlServer
+    from backend.supervisor.client import ControlClient, ControlError
+
+    stub = _OptionsStub()
+    server = ControlServer(stub, "tok")  # type: ignore[arg-type]
+    server.start_background()
+    try:
+        client = ControlClient(server.url, "tok", timeout=10)
+        pairs = [(p, a) for p, assignors in PROTOCOL_ASSIGNORS.items() for a in assignors]
+        for protocol, assignor in pairs:
+            assert client.set_options(protocol, assignor).assignor == assignor
+        assert client.set_options(exactly_once=True).protocol == "classic"
+        with pytest.raises(ControlError, match="'uniform' does not work with the classic") \
+                as err:
+            client.set_options("classic", "uniform")
+        assert err.value.status == 422
+        assert stub.asked == [(p, a, None, None) for p, a in pairs] + [
+            (None, None, True, None)]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b"\x80\x81{}", "it is not UTF-8 text"),
+    (b"[" * 5000, "it is nested too deeply"),
+    (b'{"replicas": 1', "Expecting"),
+])
+def test_a_body_that_is_not_json_is_refused_with_422(raw: bytes, why: str) -> None:
+    """Like every other invalid body, whatever json.loads stumbled on: one status, one line."""
+    from backend.supervisor.api import ControlServer
+    from backend.supervisor.client import ControlClient, ControlError
+
+    stub = _OptionsStub()
+    server = ControlServer(stub, "tok")  # type: ignore[arg-type]
+    server.start_background()
+    try:
+        client = ControlClient(server.url, "tok", timeout=10)
+        for path in ("/scale", "/options"):
+            with pytest.raises(ControlError, match="request body is not valid JSON") as err:
+                client.request("POST", path, raw=raw)
+            assert err.value.status == 422 and why in str(err.value)
+        assert stub.asked == []
     finally:
         server.stop()
