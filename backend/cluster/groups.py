@@ -46,6 +46,7 @@ class GroupMember:
     assignment: tuple[TP, ...]
     target: tuple[TP, ...] | None = None  # KIP-848 only: what the coordinator wants it to own
     group_instance_id: str | None = None
+    tasks: tuple[str, ...] = ()  # a streams group's member: "<subtopology>_<partition> <kind>"
 
     def partitions(self, topic: str | None = None) -> tuple[int, ...]:
         """Owned partition numbers, of one topic or of all."""
@@ -56,9 +57,11 @@ class GroupMember:
 class GroupDescription:
     group: str
     state: str  # Stable, PreparingRebalance, CompletingRebalance, Reconciling, Empty, Dead, Unknown
-    protocol: str  # classic or consumer (KIP-848)
+    protocol: str  # the group's type: classic, consumer (KIP-848), share or streams
     assignor: str | None
     members: tuple[GroupMember, ...]
+    epoch: int | None = None  # group epoch (consumer, share, streams groups)
+    target_epoch: int | None = None  # target-assignment epoch
 
     @property
     def client_ids(self) -> list[str]:

@@ -165,6 +165,20 @@ class RebalanceView:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """One partition as the cluster's metadata reports it: broker ids; `leader` None = no
+    leader. What the reading layer returns and the observer's broker view derives from."""
+
+    leader: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+@dataclass(frozen=True)
 class BrokerView:
     """One Kafka broker, counted over the partitions one reading covered (a Snapshot: the
     watched topic; the Status page: every topic).

@@ -42,6 +42,13 @@ def worst(statuses: Iterable[str]) -> str:
     return OK
 
 
+# ---- group types --------------------------------------------------------------------------
+
+# Kafka's group types, as every part of groupscope names them: classic (the original
+# rebalance protocol), consumer (KIP-848), share (KIP-932 queues), streams (KIP-1071)
+GROUP_TYPES: tuple[str, ...] = ("classic", "consumer", "share", "streams")
+
+
 # ---- bounds -------------------------------------------------------------------------------
 
 TREND_POINTS = 60  # total-lag points kept per group for the sparkline and the rate
@@ -75,7 +82,7 @@ class GroupRow:
 
     group: str
     state: str  # Kafka's names: Stable, Empty, PreparingRebalance, Reconciling, Dead, ...
-    protocol: str  # classic / consumer
+    protocol: str  # the group's type, one of GROUP_TYPES
     assignor: str | None = None
     members: int = 0
     topics: tuple[str, ...] = ()

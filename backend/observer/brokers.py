@@ -18,23 +18,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from backend.contracts import BrokerView, ClusterEvent, ClusterEventType
+from backend.contracts import BrokerView, ClusterEvent, ClusterEventType, Placement
 
 MAX_EVENTS = 200  # cluster events a Snapshot carries (newest last)
 MAX_KNOWN_BROKERS = 4096
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One partition as the metadata reports it: broker ids; `leader` None = no leader."""
-
-    leader: int | None
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-    @property
-    def under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
 
 
 def placement_of(meta: object) -> Placement:

@@ -1,10 +1,10 @@
 """Stage 1, collect: ask the cluster about one group and return plain data (`RawObservation`).
 
-Only Admin API reads are used (DescribeGroups / ConsumerGroupDescribe, OffsetFetch,
-ListOffsets, Metadata), so the observer needs DESCRIBE on the cluster and the group and
-DESCRIBE on the topic -- it never joins the group, never commits and never produces.
-The requests of one poll are issued together and awaited together, so a poll costs about
-one round trip per request type whatever the number of partitions.
+Only reads are made, through the reading layer (`backend/kafkaread`: describe, committed
+offsets, ListOffsets, metadata), so the observer needs DESCRIBE on the cluster and the group
+and DESCRIBE on the topic -- it never joins the group, never commits and never produces.
+Every group type is read: classic and consumer groups, share groups (their committed offset
+is the share-partition start offset) and streams groups.
 
 Metadata is cached per topic, except the watched topic's, read anew every poll: that one
 request is also the broker view (the brokers up; each partition's leader, replicas and ISR),
@@ -19,13 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-
-from backend.cluster.clients import GuardedAdmin, error_text, quiet_admin
-from backend.cluster.groups import TP, GroupMember, description_from, state_name
-from backend.cluster.settings import ClusterUnreachable, KafkaSettings
-from backend.observer.brokers import Placement, live_brokers, placement_of
+from backend.cluster.groups import TP, GroupDescription, GroupMember
+from backend.cluster.settings import KafkaSettings
+from backend.contracts import Placement
+from backend.kafkaread.reader import TRANSIENT, KafkaReader, ReaderDown, ReaderError
 
 log = logging.getLogger("groupscope.observer")
 
@@ -44,7 +41,7 @@ class RawObservation:
     taken_ms: int
     group: str
     state: str  # Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, Unknown
-    protocol: str  # classic or consumer
+    protocol: str  # the group's type: classic, consumer, share or streams
     assignor: str | None
     members: tuple[RawMember, ...]
     committed: dict[TP, int] = field(default_factory=dict)  # only partitions with a commit
@@ -85,37 +82,29 @@ class _TopicMeta:
 
 
 class Collector:
-    """One AdminClient, reused for every poll of every group (connections stay warm), and
-    replaced through its guard after a poll that failed."""
+    """Reads one group per poll through the process's Kafka reader (one JVM however many
+    groups are watched)."""
 
     def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
         self.settings = settings
         self.timeout = timeout
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # the last failed polls' lines (never a secret)
         self._answered = False  # the last poll completed: no need to probe the port first
         self._metadata_cache: dict[str, _TopicMeta] = {}
-        self.guard = GuardedAdmin(lambda: quiet_admin(
-            settings, error_cb=self._on_error, **{"client.id": "groupscope-observer"}))
+        self._types: dict[str, str] = {}  # group -> type, once a listing or a describe said
+        self.reader = KafkaReader.shared(settings, "groupscope-observer", timeout)
 
-    @property
-    def admin(self) -> AdminClient:
-        return self.guard.client
-
-    def _on_error(self, err: object) -> None:
-        self.errors.append(str(err))
+    def _note(self, line: str) -> None:
+        self.errors.append(line)
         del self.errors[:-20]
 
     # ---- single requests (each returns plain data) ----------------------------------
 
     def list_groups(self) -> list[tuple[str, str, str]]:
-        """(group id, state, type) for every group the principal may DESCRIBE."""
-        result = self.admin.list_consumer_groups(request_timeout=self.timeout).result()
-        out = []
-        for g in result.valid:
-            state = state_name(getattr(g, "state", "UNKNOWN"))
-            gtype = getattr(getattr(g, "type", None), "name", "UNKNOWN").lower()
-            out.append((g.group_id, state, gtype))
-        return sorted(out)
+        """(group id, state, type) for every group of every type the principal may DESCRIBE."""
+        listed = self.reader.list_groups()
+        self._types.update({g.group: g.type for g in listed if g.type})
+        return [(g.group, g.state, g.type or "unknown") for g in listed]
 
     def partition_counts(self, topics: Iterable[str], max_age: float = 30.0) -> dict[str, int]:
         """Partition counts from metadata, cached briefly: they change only when an operator
@@ -123,23 +112,23 @@ class Collector:
         A poll that meets a partition past the cached count re-reads that topic at once."""
         now = time.monotonic()
         counts: dict[str, int] = {}
+        stale = [t for t in topics if not ((c := self._metadata_cache.get(t))
+                                             and now - c.read_at < max_age)]
+        if stale:
+            self._read_metadata(stale, now)
         for topic in topics:
             cached = self._metadata_cache.get(topic)
-            if not (cached and now - cached.read_at < max_age):
-                cached = self._read_metadata(topic, now)
             if cached is not None:
                 counts[topic] = cached.count
         return counts
 
-    def _read_metadata(self, topic: str, now: float) -> _TopicMeta | None:
-        md = self.admin.list_topics(topic=topic, timeout=self.timeout)
-        t = md.topics.get(topic)
-        if t is None or t.error is not None or not t.partitions:
-            return None
-        meta = _TopicMeta(now, len(t.partitions), live_brokers(md.brokers),
-                          {int(p): placement_of(pm) for p, pm in t.partitions.items()})
-        self._metadata_cache[topic] = meta
-        return meta
+    def _read_metadata(self, topics: list[str], now: float) -> None:
+        metas, _errors = self.reader.topics(topics)
+        live = self.reader.cluster().brokers
+        for topic, meta in metas.items():
+            if meta.count:
+                self._metadata_cache[topic] = _TopicMeta(now, meta.count, live,
+                                                         dict(meta.placements))
 
     def fresh_metadata(self, topic: str, since: float) -> _TopicMeta | None:
         """The topic's metadata read at or after `since` (time.monotonic()): the cached
@@ -147,7 +136,8 @@ class Collector:
         cached = self._metadata_cache.get(topic)
         if cached is not None and cached.read_at >= since:
             return cached
-        return self._read_metadata(topic, time.monotonic())
+        self._read_metadata([topic], time.monotonic())
+        return self._metadata_cache.get(topic)
 
     def forget_metadata(self, topics: Iterable[str]) -> None:
         """Drop the cached partition counts of these topics: the next read asks the cluster."""
@@ -161,55 +151,64 @@ class Collector:
         """Describe the group, fetch its committed offsets and the log ends of its topics.
 
         Transient coordinator errors (loading, moving) are retried a few times at once: they
-        are normal right after a broker start and say nothing about the group."""
+        are normal right after a broker start and say nothing about the group. The reader's
+        JVM dying is answered "reconnecting to the cluster" at once; the next poll has a
+        fresh one."""
         refused = None if self._answered else self.settings.refused_everywhere()
         if refused:  # nothing listens: say so now, not after the request timeout
             raise CollectError(f"cluster unreachable: Kafka at {self.settings.bootstrap} "
                                f"refused the connection ({refused})")
-        try:
-            self.guard.ready()
-        except ClusterUnreachable as exc:
-            raise CollectError(str(exc)) from None
         for attempt in range(attempts):
             try:
                 observation = self._collect(group, topic)
                 self._answered = True
                 return observation
+            except ReaderDown as exc:
+                self._answered = False
+                self._note(str(exc))
+                raise CollectError(str(exc)) from None
+            except ReaderError as exc:
+                raise CollectError(f"cannot read the cluster: {exc}") from None
             except _Retriable as exc:
                 if attempt == attempts - 1:
                     self._answered = False
-                    self.guard.failed()
+                    self._note(str(exc))
                     raise CollectError(str(exc)) from None
                 time.sleep(0.2 * (attempt + 1))
-            except BaseException:
+            except CollectError as exc:
                 self._answered = False
-                self.guard.failed()
+                self._note(str(exc))
                 raise
         raise AssertionError("unreachable")
+
+    def _describe(self, group: str) -> GroupDescription:
+        kind = self._types.get(group, "consumer")
+        answer = self.reader.describe([group], kind).get(group, "GROUP_ID_NOT_FOUND")
+        if isinstance(answer, str) and "GROUP_ID_NOT_FOUND" in answer and kind == "consumer":
+            # not a classic or consumer group: it may be a share or streams group
+            for g, _state, gtype in self.list_groups():
+                if g == group and gtype in ("share", "streams"):
+                    kind = gtype
+                    answer = self.reader.describe([group], kind).get(group, answer)
+        if isinstance(answer, str):
+            if "GROUP_ID_NOT_FOUND" in answer:  # not created yet: Dead, as Kafka reports it
+                return GroupDescription(group, "Dead", "classic", None, ())
+            _raise(f"cannot describe group {group!r}", answer)
+        return answer
 
     def _collect(self, group: str, topic: str | None) -> RawObservation:
         t0 = time.perf_counter()
         started = time.monotonic()
         taken_ms = int(time.time() * 1000)
-        describe_f = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
-        try:
-            desc = describe_f[group].result()
-        except KafkaException as exc:
-            _raise(f"cannot describe group {group!r}", exc)
-        # Only after a successful describe: librdkafka 2.16 crashes the process when an
-        # admin OffsetFetch meets a coordinator or authorization error, and a successful
-        # describe means the coordinator is known and the group may be described.
-        offsets_f = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
-        try:
-            committed_raw = offsets_f[group].result().topic_partitions or []
-        except KafkaException as exc:
-            _raise(f"cannot read committed offsets of {group!r}", exc)
-
-        described = description_from(group, desc)
+        described = self._describe(group)
+        kind = described.protocol if described.protocol in ("share", "streams") else "consumer"
+        committed_or_error = self.reader.committed([group], kind).get(group, {})
+        if isinstance(committed_or_error, str):
+            if "GROUP_ID_NOT_FOUND" not in committed_or_error:
+                _raise(f"cannot read committed offsets of {group!r}", committed_or_error)
+            committed_or_error = {}
+        committed: dict[TP, int] = committed_or_error
         members = described.members
-        committed = {(tp.topic, tp.partition): tp.offset for tp in committed_raw
-                     if tp.error is None and tp.offset >= 0}
 
         seen = set(committed)  # every partition the group itself mentions
         for m in members:
@@ -241,47 +240,31 @@ class Collector:
         """Log-end and log-start offsets of every partition, two batched ListOffsets calls."""
         if not counts:
             return {}, {}
-        tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
-        latest_f = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
-                                           request_timeout=self.timeout)
-        earliest_f = self.admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps},
-                                             request_timeout=self.timeout)
-        return _resolve_offsets(latest_f), _resolve_offsets(earliest_f)
+        tps = [(t, p) for t, n in counts.items() for p in range(n)]
+        ends, starts, failed = self.reader.log_offsets(tps)
+        if failed:
+            (t, p), text = next(iter(sorted(failed.items())))
+            _raise(f"cannot list offsets of {t}[{p}]", text)
+        return ends, starts
 
     def offsets_for_times(self, requests: dict[TP, int]) -> dict[TP, int]:
         """First offset at or after a timestamp, per partition (-1 when none)."""
         if not requests:
             return {}
-        futs = self.admin.list_offsets(
-            {TopicPartition(t, p): OffsetSpec.for_timestamp(ms) for (t, p), ms in requests.items()},
-            request_timeout=self.timeout)
-        return _resolve_offsets(futs)
+        offsets, failed = self.reader.list_offsets({tp: str(ms) for tp, ms in requests.items()})
+        if failed:
+            (t, p), text = next(iter(sorted(failed.items())))
+            _raise(f"cannot list offsets of {t}[{p}]", text)
+        return offsets
 
     def close(self) -> None:
-        self.guard.close()
+        self.reader.close()
 
 
 class _Retriable(CollectError):
     """A transient error worth an immediate retry."""
 
 
-def _raise(what: str, exc: KafkaException) -> NoReturn:
-    err = exc.args[0] if exc.args else None
-    retriable = bool(getattr(err, "retriable", lambda: False)())
-    text = error_text(exc)
-    if not retriable and any(code in text for code in _TRANSIENT):
-        retriable = True
-    raise (_Retriable if retriable else CollectError)(f"{what}: {text}") from None
-
-
-_TRANSIENT = ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE")
-
-
-def _resolve_offsets(futs: dict) -> dict[TP, int]:
-    out: dict[TP, int] = {}
-    for tp, fut in futs.items():
-        try:
-            out[(tp.topic, tp.partition)] = fut.result().offset
-        except KafkaException as exc:
-            _raise(f"cannot list offsets of {tp.topic}[{tp.partition}]", exc)
-    return out
+def _raise(what: str, text: str) -> NoReturn:
+    retriable = any(code in text for code in TRANSIENT)
+    raise (_Retriable if retriable else CollectError)(f"{what}: {text}")

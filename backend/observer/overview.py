@@ -1,6 +1,6 @@
 """The cluster overview watcher: every consumer group, refreshed in cycles, read-only.
 
-One `OverviewWatcher` per cluster (one AdminClient, one record reader) serves every reader of
+One `OverviewWatcher` per cluster (one Kafka reader, one record reader) serves every reader of
 "all groups": the dashboard's Groups page, `groupscope groups`, the exporter and the alert
 rules. A cycle lists the groups (one request), publishes their names at once, then refreshes
 them in batches, the groups someone is looking at first (`prioritise`), then those never
@@ -34,7 +34,7 @@ CYCLES_KEPT = 60
 
 class OverviewWatcher:
     def __init__(self, settings: KafkaSettings, interval: float = 10.0, batch: int = 250,
-                 concurrency: int = 32, lag_time_budget_s: float = 3.0) -> None:
+                 lag_time_budget_s: float = 3.0) -> None:
         self.settings = settings
         self.interval = interval
         self.batch = batch
@@ -42,7 +42,7 @@ class OverviewWatcher:
         # batch comes first, the reads are cached, so the rest fill in over a few cycles
         self.lag_time_budget_s = lag_time_budget_s
         self._times_deadline = 0.0
-        self.collector = ClusterCollector(settings, concurrency=concurrency)
+        self.collector = ClusterCollector(settings)
         self.model = OverviewModel()
         self._listeners: list[Listener] = []
         self._priority: tuple[str, ...] = ()
@@ -96,8 +96,7 @@ class OverviewWatcher:
             self.collector.topics()
         except ClusterError as exc:
             return self._publish(error=str(exc))
-        except Exception as exc:  # a broken connection must not kill the loop
-            self.collector.failed()
+        except Exception as exc:  # an unexpected answer must not kill the loop
             return self._publish(error=error_text(exc))
         self._listed = len(listed)
         self.model.listed(listed)
@@ -112,7 +111,6 @@ class OverviewWatcher:
                 readings = self.collector.read_groups(batch)
                 self._offsets_for(readings, ends_cycle, starts_cycle)
             except Exception as exc:  # the rest of the rows keep their last values
-                self.collector.failed()
                 msg = str(exc) if isinstance(exc, ClusterError) else error_text(exc)
                 log.warning("overview batch failed: %s", msg)
                 errors += 1

@@ -110,6 +110,10 @@ def main() -> int:
         print(line, file=sys.stderr, flush=True)
 
     kafka_classpath()
+    # the Kafka reader's classes (backend/kafkaread), so no process compiles them at start
+    from backend.kafkaread.gateway import compiled_classes
+
+    compiled_classes(quiet=False)
     kafka_class_archive(progress)
     spark_class_archive(progress)
     return 0

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from backend.cluster.clients import GuardedAdmin, quiet_admin
-from backend.cluster.groups import GroupDescription, describe_group
+from backend.cluster.groups import GroupDescription
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
 from backend.contracts.control import (
@@ -35,6 +34,7 @@ from backend.contracts.control import (
     ReplicaOptions,
     Status,
 )
+from backend.kafkaread.reader import KafkaReader
 from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
 from backend.supervisor.names import colour_for
@@ -117,7 +117,7 @@ class SupervisorService:
         self._serve = serve
         self.server: Endpoint | None = None
         self.fleet: Any = None
-        self._admin: GuardedAdmin | None = None
+        self._reader: KafkaReader | None = None
         self._partitions: int | None = None
         self._topic_lock = threading.Lock()
         self._closing = threading.Event()
@@ -136,7 +136,10 @@ class SupervisorService:
             layout = ensure_topics(cfg.settings, group=cfg.group, topic=cfg.topic,
                                    partitions=cfg.partitions)
             self._partitions = layout.input.partitions
-            self._admin = GuardedAdmin(lambda: quiet_admin(cfg.settings))
+            self._reader = KafkaReader.shared(cfg.settings, "groupscope-supervisor",
+                                              DESCRIBE_TIMEOUT_S)
+            with contextlib.suppress(Exception):  # started and connected before any status
+                self._reader.cluster()
             if cfg.fleet:
                 from backend.fleet.simulator import FleetSimulator
 
@@ -233,9 +236,9 @@ class SupervisorService:
             except Exception as exc:
                 log.warning("fleet simulator did not stop cleanly: %s", exc)
             self.fleet = None
-        if self._admin is not None:
-            self._admin.close()
-            self._admin = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     @property
     def url(self) -> str:
@@ -263,17 +266,17 @@ class SupervisorService:
         return self.pool
 
     def group_view(self) -> GroupDescription:
-        """Through the admin guard: after a failed describe (broker restarting) the next one
-        waits for metadata to answer, so librdkafka cannot abort this process and, with it,
-        every replica it started."""
-        assert self._admin is not None
-        self._admin.ready()
-        try:
-            return describe_group(self._admin.client, self.config.group,
-                                  timeout=DESCRIBE_TIMEOUT_S)
-        except BaseException:
-            self._admin.failed()
-            raise
+        """The group as the Kafka reader describes it (a JVM child: a broker dying
+        mid-request costs this answer, never this process and the replicas it started).
+        A group not created yet is Dead with no members, as Kafka reports it."""
+        assert self._reader is not None
+        group = self.config.group
+        answer = self._reader.describe([group]).get(group, "GROUP_ID_NOT_FOUND")
+        if isinstance(answer, str):
+            if "GROUP_ID_NOT_FOUND" in answer:
+                return GroupDescription(group, "Dead", "classic", None, ())
+            raise RuntimeError(answer)
+        return answer
 
     def status(self) -> Status:
         pool = self._pool()
@@ -460,13 +463,13 @@ class SupervisorService:
                                moved=tuple(moved), streams_checked=len(streams))
 
     def _current_partitions(self) -> int:
-        assert self._admin is not None
+        assert self._reader is not None
         try:
-            md = self._admin.client.list_topics(self.config.topic, timeout=DESCRIBE_TIMEOUT_S)
-            topic = md.topics.get(self.config.topic)
-            if topic is None or topic.error is not None:
+            metas, _errors = self._reader.topics([self.config.topic])
+            meta = metas.get(self.config.topic)
+            if meta is None or not meta.count:
                 raise DependencyError(f"topic {self.config.topic} is not available")
-            return len(topic.partitions)
+            return meta.count
         except DependencyError:
             raise
         except Exception as exc:

@@ -1,0 +1,646 @@
+package groupscope.read;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.StringReader;
+import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListGroupsResult;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListStreamsGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
+import org.apache.kafka.clients.admin.StreamsGroupDescription;
+import org.apache.kafka.clients.admin.StreamsGroupMemberAssignment;
+import org.apache.kafka.clients.admin.StreamsGroupMemberDescription;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+
+import py4j.GatewayServer;
+
+/**
+ * groupscope's reading side of a Kafka cluster: Kafka's own Admin client, asked by a Python
+ * process through py4j (backend/kafkaread/gateway.py).
+ *
+ * Every method answers one JSON text, so a whole answer crosses the bridge in one round trip
+ * instead of one per Java object; lists of names come in as one text separated by NUL
+ * characters for the same reason. A failure of the whole call is {"error": "..."}, a failure
+ * of one group or partition is an "error" beside its siblings' answers. This class keeps no
+ * history: the Python side owns every timeline, and may kill and restart this JVM at will.
+ *
+ * Only read APIs are called here. Start-up: the client's properties arrive on standard input
+ * (never in argv or the environment), ending with a line "--end--" followed by the gateway's
+ * auth token; the port is printed as "PORT n" (or "ERROR line" when the client refuses the
+ * settings). End of standard input, i.e. the parent's
+ * death, ends the JVM.
+ */
+public final class AdminReader {
+    private static final String SEP = "\u0000";
+    /** How long a ListOffsets waits for a partition's leader before naming it failed. */
+    private static final int LEADER_WAIT_MS = 5000;
+    private final Admin admin;
+
+    private AdminReader(Properties props) {
+        this.admin = Admin.create(props);
+    }
+
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        StringBuilder text = new StringBuilder();
+        String line;
+        while ((line = in.readLine()) != null && !line.equals("--end--")) {
+            text.append(line).append('\n');
+        }
+        String token = in.readLine();
+        if (token == null) {
+            System.exit(2);
+        }
+        Properties props = new Properties();
+        props.load(new StringReader(text.toString()));
+        AdminReader reader;
+        try {
+            reader = new AdminReader(props);
+        } catch (Exception e) {
+            // settings the client refuses: one line for the parent instead of a port
+            Throwable root = e;
+            while (root.getCause() != null) {
+                root = root.getCause();
+            }
+            System.out.println("ERROR " + line(e) + (root == e ? "" : " (" + line(root) + ")"));
+            System.out.flush();
+            Runtime.getRuntime().halt(3);
+            return;
+        }
+        GatewayServer server = new GatewayServer.GatewayServerBuilder()
+                .entryPoint(reader)
+                .javaPort(0)
+                .javaAddress(InetAddress.getLoopbackAddress())
+                .authToken(token)
+                .build();
+        server.start();
+        System.out.println("PORT " + server.getListeningPort());
+        System.out.flush();
+        while (in.read() != -1) {
+            // nothing more is sent; end of input means the parent is gone
+        }
+        Runtime.getRuntime().halt(0);
+    }
+
+    // ---- cluster and topics ------------------------------------------------------------
+
+    /** The brokers that answer, the controller and the cluster id. */
+    public String cluster(int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            DescribeClusterResult r = admin.describeCluster();
+            Collection<Node> nodes = get(r.nodes(), end);
+            Node controller = get(r.controller(), end);
+            Json j = new Json().open();
+            j.key("cluster_id").str(get(r.clusterId(), end));
+            j.key("controller").num(controller == null ? -1 : controller.id());
+            j.key("brokers").openList();
+            for (Node n : nodes) {
+                j.openList().num(n.id()).str(n.host()).num(n.port()).str(n.rack()).closeList();
+            }
+            return j.closeList().close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /**
+     * Partitions of the named topics (all the principal may describe when `names` is empty):
+     * per partition [partition, leader or -1, replicas, isr]; a topic that cannot be
+     * described is an error of its own.
+     */
+    public String topics(String names, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            Collection<String> wanted = split(names);
+            if (wanted.isEmpty()) {
+                wanted = get(admin.listTopics(new ListTopicsOptions().listInternal(true)).names(), end);
+            }
+            Map<String, KafkaFuture<TopicDescription>> futures =
+                    admin.describeTopics(wanted).topicNameValues();
+            Json j = new Json().open().key("topics").open();
+            Json errors = new Json().open();
+            for (Map.Entry<String, KafkaFuture<TopicDescription>> e : futures.entrySet()) {
+                try {
+                    TopicDescription d = get(e.getValue(), end);
+                    j.key(e.getKey()).openList();
+                    for (TopicPartitionInfo p : d.partitions()) {
+                        j.openList().num(p.partition()).num(p.leader() == null ? -1 : p.leader().id());
+                        nodeIds(j, p.replicas());
+                        nodeIds(j, p.isr());
+                        j.closeList();
+                    }
+                    j.closeList();
+                } catch (Exception ex) {
+                    errors.key(e.getKey()).str(line(ex));
+                }
+            }
+            j.close().key("errors").raw(errors.close().toString());
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    // ---- groups ------------------------------------------------------------------------
+
+    /** Every group of every type: [id, type, protocol, state]. */
+    public String listGroups(int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            ListGroupsResult r = admin.listGroups();
+            Collection<GroupListing> all = get(r.valid(), end);
+            Json j = new Json().open().key("groups").openList();
+            for (GroupListing g : all) {
+                j.openList().str(g.groupId())
+                        .str(g.type().map(t -> t.toString().toLowerCase()).orElse(""))
+                        .str(g.protocol())
+                        .str(g.groupState().map(Object::toString).orElse("Unknown"))
+                        .closeList();
+            }
+            j.closeList().key("errors").openList();
+            for (Throwable t : get(r.errors(), end)) {
+                j.str(line(t));
+            }
+            return j.closeList().close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /** Classic and consumer (KIP-848) groups, many per request. */
+    public String describeConsumerGroups(String ids, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            Map<String, KafkaFuture<ConsumerGroupDescription>> futures =
+                    admin.describeConsumerGroups(split(ids)).describedGroups();
+            Json j = new Json().open();
+            for (Map.Entry<String, KafkaFuture<ConsumerGroupDescription>> e : futures.entrySet()) {
+                j.key(e.getKey());
+                try {
+                    ConsumerGroupDescription d = get(e.getValue(), end);
+                    j.open().key("type").str(d.type().toString().toLowerCase())
+                            .key("state").str(d.groupState().toString())
+                            .key("assignor").str(d.partitionAssignor())
+                            .key("epoch").num(d.groupEpoch().orElse(null))
+                            .key("target_epoch").num(d.targetAssignmentEpoch().orElse(null))
+                            .key("members").openList();
+                    for (MemberDescription m : d.members()) {
+                        j.open().key("id").str(m.consumerId()).key("client_id").str(m.clientId())
+                                .key("host").str(m.host())
+                                .key("instance_id").str(m.groupInstanceId().orElse(null))
+                                .key("epoch").num(m.memberEpoch().orElse(null))
+                                .key("assignment");
+                        partitions(j, m.assignment().topicPartitions());
+                        j.key("target");
+                        if (m.targetAssignment().isPresent()) {
+                            partitions(j, m.targetAssignment().get().topicPartitions());
+                        } else {
+                            j.raw("null");
+                        }
+                        j.close();
+                    }
+                    j.closeList().close();
+                } catch (Exception ex) {
+                    j.open().key("error").str(line(ex)).close();
+                }
+            }
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /** Share groups (KIP-932): members and the partitions each is assigned, shared or not. */
+    public String describeShareGroups(String ids, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            Map<String, KafkaFuture<ShareGroupDescription>> futures =
+                    admin.describeShareGroups(split(ids)).describedGroups();
+            Json j = new Json().open();
+            for (Map.Entry<String, KafkaFuture<ShareGroupDescription>> e : futures.entrySet()) {
+                j.key(e.getKey());
+                try {
+                    ShareGroupDescription d = get(e.getValue(), end);
+                    j.open().key("type").str("share")
+                            .key("state").str(d.groupState().toString())
+                            .key("assignor").str("simple")
+                            .key("epoch").num(d.groupEpoch())
+                            .key("target_epoch").num(d.targetAssignmentEpoch())
+                            .key("members").openList();
+                    for (ShareMemberDescription m : d.members()) {
+                        j.open().key("id").str(m.consumerId()).key("client_id").str(m.clientId())
+                                .key("host").str(m.host()).key("epoch").num(m.memberEpoch())
+                                .key("assignment");
+                        partitions(j, m.assignment().topicPartitions());
+                        j.close();
+                    }
+                    j.closeList().close();
+                } catch (Exception ex) {
+                    j.open().key("error").str(line(ex)).close();
+                }
+            }
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /** Streams groups (KIP-1071): members with their active, standby and warm-up tasks. */
+    public String describeStreamsGroups(String ids, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            Map<String, KafkaFuture<StreamsGroupDescription>> futures =
+                    admin.describeStreamsGroups(split(ids)).describedGroups();
+            Json j = new Json().open();
+            for (Map.Entry<String, KafkaFuture<StreamsGroupDescription>> e : futures.entrySet()) {
+                j.key(e.getKey());
+                try {
+                    StreamsGroupDescription d = get(e.getValue(), end);
+                    j.open().key("type").str("streams")
+                            .key("state").str(d.groupState().toString())
+                            .key("assignor").str(null)
+                            .key("epoch").num(d.groupEpoch())
+                            .key("target_epoch").num(d.targetAssignmentEpoch())
+                            .key("topology_epoch").num(d.topologyEpoch())
+                            .key("members").openList();
+                    for (StreamsGroupMemberDescription m : d.members()) {
+                        j.open().key("id").str(m.memberId()).key("client_id").str(m.clientId())
+                                .key("host").str(m.clientHost())
+                                .key("instance_id").str(m.instanceId().orElse(null))
+                                .key("epoch").num(m.memberEpoch())
+                                .key("process_id").str(m.processId());
+                        StreamsGroupMemberAssignment a = m.assignment();
+                        tasks(j.key("active"), a.activeTasks());
+                        tasks(j.key("standby"), a.standbyTasks());
+                        tasks(j.key("warmup"), a.warmupTasks());
+                        j.close();
+                    }
+                    j.closeList().close();
+                } catch (Exception ex) {
+                    j.open().key("error").str(line(ex)).close();
+                }
+            }
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /**
+     * Committed offsets of many groups in one call (Kafka batches them per coordinator):
+     * group -> {"offsets": [[topic, partition, offset, lag or null]]} or {"error": ...}.
+     * For share groups the offset is the share-partition start offset and the lag the one
+     * the broker reports (KIP-1226), for the others the lag is left to the caller.
+     */
+    public String committedOffsets(String ids, String type, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            List<String> groups = split(ids);
+            Json j = new Json().open();
+            if (type.equals("share")) {
+                Map<String, ListShareGroupOffsetsSpec> specs = new HashMap<>();
+                for (String g : groups) {
+                    specs.put(g, new ListShareGroupOffsetsSpec());
+                }
+                var result = admin.listShareGroupOffsets(specs);
+                for (String g : groups) {
+                    j.key(g);
+                    try {
+                        Map<TopicPartition, SharePartitionOffsetInfo> m =
+                                get(result.partitionsToOffsetInfo(g), end);
+                        j.open().key("offsets").openList();
+                        for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : m.entrySet()) {
+                            if (e.getValue() == null) {
+                                continue;
+                            }
+                            j.openList().str(e.getKey().topic()).num(e.getKey().partition())
+                                    .num(e.getValue().startOffset())
+                                    .num(e.getValue().lag().orElse(null)).closeList();
+                        }
+                        j.closeList().close();
+                    } catch (Exception ex) {
+                        j.open().key("error").str(line(ex)).close();
+                    }
+                }
+                return j.close().toString();
+            }
+            Map<String, KafkaFuture<Map<TopicPartition, OffsetAndMetadata>>> futures = new HashMap<>();
+            if (type.equals("streams")) {
+                Map<String, ListStreamsGroupOffsetsSpec> specs = new HashMap<>();
+                for (String g : groups) {
+                    specs.put(g, new ListStreamsGroupOffsetsSpec());
+                }
+                var result = admin.listStreamsGroupOffsets(specs);
+                for (String g : groups) {
+                    futures.put(g, result.partitionsToOffsetAndMetadata(g));
+                }
+            } else {
+                Map<String, ListConsumerGroupOffsetsSpec> specs = new HashMap<>();
+                for (String g : groups) {
+                    specs.put(g, new ListConsumerGroupOffsetsSpec());
+                }
+                var result = admin.listConsumerGroupOffsets(specs);
+                for (String g : groups) {
+                    futures.put(g, result.partitionsToOffsetAndMetadata(g));
+                }
+            }
+            for (String g : groups) {
+                j.key(g);
+                try {
+                    Map<TopicPartition, OffsetAndMetadata> m = get(futures.get(g), end);
+                    j.open().key("offsets").openList();
+                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : m.entrySet()) {
+                        if (e.getValue() == null) {
+                            continue;
+                        }
+                        j.openList().str(e.getKey().topic()).num(e.getKey().partition())
+                                .num(e.getValue().offset()).raw("null").closeList();
+                    }
+                    j.closeList().close();
+                } catch (Exception ex) {
+                    j.open().key("error").str(line(ex)).close();
+                }
+            }
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /**
+     * Offsets of partitions: `request` is topic, partition, spec triples separated by NUL,
+     * a spec being "latest", "earliest" or a timestamp in ms (the first offset at or after
+     * it, -1 when there is none). Answers [[topic, partition, offset, timestamp]] and a
+     * per-partition error list (a leaderless partition, say).
+     */
+    public String listOffsets(String request, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            List<String> parts = split(request);
+            Map<TopicPartition, OffsetSpec> specs = new HashMap<>();
+            for (int i = 0; i + 2 < parts.size(); i += 3) {
+                String spec = parts.get(i + 2);
+                OffsetSpec s = spec.equals("latest") ? OffsetSpec.latest()
+                        : spec.equals("earliest") ? OffsetSpec.earliest()
+                        : OffsetSpec.forTimestamp(Long.parseLong(spec));
+                specs.put(new TopicPartition(parts.get(i), Integer.parseInt(parts.get(i + 1))), s);
+            }
+            ListOffsetsResult r = admin.listOffsets(specs,
+                    new ListOffsetsOptions().timeoutMs(Math.min(timeoutMs, LEADER_WAIT_MS)));
+            Json j = new Json().open().key("offsets").openList();
+            Json errors = new Json().openList();
+            for (TopicPartition tp : specs.keySet()) {
+                try {
+                    ListOffsetsResult.ListOffsetsResultInfo info = get(r.partitionResult(tp), end);
+                    j.openList().str(tp.topic()).num(tp.partition()).num(info.offset())
+                            .num(info.timestamp()).closeList();
+                } catch (Exception ex) {
+                    errors.openList().str(tp.topic()).num(tp.partition()).str(line(ex)).closeList();
+                }
+            }
+            j.closeList().key("errors").raw(errors.closeList().toString());
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /**
+     * Log-end and log-start offsets of partitions (topic, partition pairs separated by NUL),
+     * both asked at once: [[topic, partition, end, start]] and a per-partition error list.
+     * A partition whose leader just died fails after LEADER_WAIT_MS instead of the call's
+     * whole deadline: the Admin retries a dead leader until its timeout, and the next call
+     * looks the leaders up afresh.
+     */
+    public String logOffsets(String request, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            List<String> parts = split(request);
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            Map<TopicPartition, OffsetSpec> earliest = new HashMap<>();
+            for (int i = 0; i + 1 < parts.size(); i += 2) {
+                TopicPartition tp = new TopicPartition(parts.get(i), Integer.parseInt(parts.get(i + 1)));
+                latest.put(tp, OffsetSpec.latest());
+                earliest.put(tp, OffsetSpec.earliest());
+            }
+            ListOffsetsOptions options = new ListOffsetsOptions().timeoutMs(Math.min(timeoutMs, LEADER_WAIT_MS));
+            ListOffsetsResult ends = admin.listOffsets(latest, options);
+            ListOffsetsResult starts = admin.listOffsets(earliest, options);
+            Json j = new Json().open().key("offsets").openList();
+            Json errors = new Json().openList();
+            for (TopicPartition tp : latest.keySet()) {
+                try {
+                    long e = get(ends.partitionResult(tp), end).offset();
+                    long s = get(starts.partitionResult(tp), end).offset();
+                    j.openList().str(tp.topic()).num(tp.partition()).num(e).num(s).closeList();
+                } catch (Exception ex) {
+                    errors.openList().str(tp.topic()).num(tp.partition()).str(line(ex)).closeList();
+                }
+            }
+            j.closeList().key("errors").raw(errors.closeList().toString());
+            return j.close().toString();
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    // ---- helpers -----------------------------------------------------------------------
+
+    /** The deadline of a call that started now and may take `timeoutMs`. */
+    private static long deadline(int timeoutMs) {
+        return System.nanoTime() + timeoutMs * 1_000_000L;
+    }
+
+    /** A future's value, waiting no later than the call's deadline `end` (System.nanoTime). */
+    private static <T> T get(KafkaFuture<T> f, long end) throws Exception {
+        long left = Math.max(1L, end - System.nanoTime());
+        try {
+            return f.get(left, TimeUnit.NANOSECONDS);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            if (cause instanceof Exception ex) {
+                throw ex;
+            }
+            throw e;
+        } catch (TimeoutException e) {
+            throw new TimeoutException("no answer before the call's deadline");
+        }
+    }
+
+    private static List<String> split(String joined) {
+        List<String> out = new ArrayList<>();
+        if (joined == null || joined.isEmpty()) {
+            return out;
+        }
+        for (String s : joined.split(SEP, -1)) {
+            out.add(s);
+        }
+        return out;
+    }
+
+    /** One line naming the error: Kafka's exception class and its message. */
+    private static String line(Throwable t) {
+        String msg = t.getMessage() == null ? "" : ": " + t.getMessage();
+        String text = t.getClass().getSimpleName() + msg;
+        int nl = text.indexOf('\n');
+        return nl < 0 ? text : text.substring(0, nl);
+    }
+
+    private static String failure(Exception e) {
+        return new Json().open().key("error").str(line(e)).close().toString();
+    }
+
+    private static void nodeIds(Json j, List<Node> nodes) {
+        j.openList();
+        for (Node n : nodes) {
+            j.num(n.id());
+        }
+        j.closeList();
+    }
+
+    private static void partitions(Json j, Collection<TopicPartition> tps) {
+        j.openList();
+        for (TopicPartition tp : tps) {
+            j.openList().str(tp.topic()).num(tp.partition()).closeList();
+        }
+        j.closeList();
+    }
+
+    private static void tasks(Json j, List<StreamsGroupMemberAssignment.TaskIds> tasks) {
+        j.openList();
+        for (StreamsGroupMemberAssignment.TaskIds t : tasks) {
+            j.openList().str(t.subtopologyId()).openList();
+            for (Integer p : t.partitions()) {
+                j.num(p);
+            }
+            j.closeList().closeList();
+        }
+        j.closeList();
+    }
+
+    /** A JSON writer just big enough for these answers: commas are placed by the writer. */
+    static final class Json {
+        private final StringBuilder b = new StringBuilder();
+        private boolean first = true;
+
+        private void sep() {
+            if (!first) {
+                b.append(',');
+            }
+            first = false;
+        }
+
+        Json open() {
+            sep();
+            b.append('{');
+            first = true;
+            return this;
+        }
+
+        Json close() {
+            b.append('}');
+            first = false;
+            return this;
+        }
+
+        Json openList() {
+            sep();
+            b.append('[');
+            first = true;
+            return this;
+        }
+
+        Json closeList() {
+            b.append(']');
+            first = false;
+            return this;
+        }
+
+        Json key(String k) {
+            sep();
+            quote(k);
+            b.append(':');
+            first = true;
+            return this;
+        }
+
+        Json str(String s) {
+            sep();
+            if (s == null) {
+                b.append("null");
+            } else {
+                quote(s);
+            }
+            return this;
+        }
+
+        Json num(Number n) {
+            sep();
+            b.append(n == null ? "null" : n.toString());
+            return this;
+        }
+
+        Json raw(String text) {
+            sep();
+            b.append(text);
+            return this;
+        }
+
+        private void quote(String s) {
+            b.append('"');
+            for (int i = 0; i < s.length(); i++) {
+                char c = s.charAt(i);
+                switch (c) {
+                    case '"' -> b.append("\\\"");
+                    case '\\' -> b.append("\\\\");
+                    case '\n' -> b.append("\\n");
+                    case '\r' -> b.append("\\r");
+                    case '\t' -> b.append("\\t");
+                    default -> {
+                        if (c < 0x20) {
+                            b.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            b.append(c);
+                        }
+                    }
+                }
+            }
+            b.append('"');
+        }
+
+        @Override
+        public String toString() {
+            return b.toString();
+        }
+    }
+}
