@@ -213,7 +213,7 @@ class OverviewCollector(Collector):
             labels=GROUP)
         info = InfoMetricFamily(
             f"{PREFIX}group",
-            "The group's rebalance protocol (classic or consumer) and assignor.", labels=GROUP)
+            "The group's type (classic, consumer, share or streams) and assignor.", labels=GROUP)
         rebalances = CounterMetricFamily(
             f"{PREFIX}group_rebalances",
             "Rebalances seen since the exporter started watching the group (plus those of the "

@@ -158,10 +158,16 @@ class KafkaReader:
     # ---- groups --------------------------------------------------------------------------
 
     def list_groups(self) -> list[Listing]:
-        """Every group of every type the principal may DESCRIBE, sorted by id."""
+        """Every group of every type the principal may DESCRIBE, sorted by id (those of a
+        broker that did not answer are missing: `listing` says so)."""
+        return self.listing()[0]
+
+    def listing(self) -> tuple[list[Listing], list[str]]:
+        """(every group listed, sorted by id; the brokers' errors): a broker that did not
+        answer makes the listing partial, its groups missing rather than gone."""
         a = self._call("listGroups")
         out = [Listing(g, t if t in GROUP_TYPES else "", p or "", s) for g, t, p, s in a["groups"]]
-        return sorted(out, key=lambda g: g.group)
+        return sorted(out, key=lambda g: g.group), [kafka_error(e) for e in a["errors"]]
 
     def describe(self, groups: Sequence[str], group_type: str = "consumer"
                  ) -> dict[str, GroupDescription | str]:

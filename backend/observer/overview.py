@@ -99,7 +99,7 @@ class OverviewWatcher:
         except Exception as exc:  # an unexpected answer must not kill the loop
             return self._publish(error=error_text(exc))
         self._listed = len(listed)
-        self.model.listed(listed)
+        self.model.listed(listed, partial=self.collector.partial)
         self._publish()
         self._times_deadline = time.monotonic() + self.lag_time_budget_s
         ends_cycle: dict[TP, int] = {}

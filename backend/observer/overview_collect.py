@@ -66,6 +66,7 @@ class ClusterCollector:
         self._topics: dict[str, int] = {}
         self._topics_at = 0.0
         self._types: dict[str, str] = {}  # group -> type, from the last listing
+        self.partial = False  # the last listing missed a broker's groups
         # brokers over every topic's partitions, from the cached metadata (as old as it is)
         self.brokers: tuple[BrokerView, ...] = ()
         self.under_replicated = 0
@@ -85,10 +86,12 @@ class ClusterCollector:
                                f"refused the connection ({refused})")
         self._count()
         try:
-            listed = self.reader.list_groups()
+            listed, errors = self.reader.listing()
         except ReaderError as exc:
             raise ClusterError(f"cannot list groups: {exc}") from None
-        self._types = {g.group: g.type for g in listed}
+        self.partial = bool(errors)
+        self._types = {**self._types, **{g.group: g.type for g in listed}} if errors else {
+            g.group: g.type for g in listed}
         return [Listed(g.group, g.state, g.type) for g in listed]
 
     def topics(self, refresh: bool = False) -> dict[str, int]:

@@ -85,10 +85,12 @@ class OverviewModel:
         self._rows: dict[str, GroupRow] = {}
         self._memory: dict[str, _GroupMemory] = {}
 
-    def listed(self, groups: Iterable[Listed]) -> None:
+    def listed(self, groups: Iterable[Listed], partial: bool = False) -> None:
         """The groups the cluster lists now: new ones get a pending row, vanished ones are
-        forgotten; a described row keeps its values but takes the listing's state."""
-        seen = {}
+        forgotten; a described row keeps its values but takes the listing's state. A
+        `partial` listing (a broker did not answer: its groups are missing, not gone)
+        forgets nothing."""
+        seen = {} if not partial else dict(self._rows)
         for g in groups:
             row = self._rows.get(g.group)
             if row is None:

@@ -19,7 +19,16 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.ListStreamsGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.DescribeStreamsGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeShareGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListGroupsResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
@@ -61,8 +70,12 @@ import py4j.GatewayServer;
  */
 public final class AdminReader {
     private static final String SEP = "\u0000";
-    /** How long a ListOffsets waits for a partition's leader before naming it failed. */
-    private static final int LEADER_WAIT_MS = 5000;
+    /**
+     * How long one Admin call waits for a node before naming it failed. The Admin retries a
+     * node that just died (a partition's leader, a group's coordinator, a broker asked for
+     * its groups) until the call's timeout; the next call looks them up afresh.
+     */
+    private static final int NODE_WAIT_MS = 5000;
     private final Admin admin;
 
     private AdminReader(Properties props) {
@@ -117,7 +130,8 @@ public final class AdminReader {
     public String cluster(int timeoutMs) {
         try {
             long end = deadline(timeoutMs);
-            DescribeClusterResult r = admin.describeCluster();
+            DescribeClusterResult r = admin.describeCluster(
+                    new DescribeClusterOptions().timeoutMs(nodeWait(timeoutMs)));
             Collection<Node> nodes = get(r.nodes(), end);
             Node controller = get(r.controller(), end);
             Json j = new Json().open();
@@ -143,10 +157,11 @@ public final class AdminReader {
             long end = deadline(timeoutMs);
             Collection<String> wanted = split(names);
             if (wanted.isEmpty()) {
-                wanted = get(admin.listTopics(new ListTopicsOptions().listInternal(true)).names(), end);
+                wanted = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(nodeWait(timeoutMs))).names(), end);
             }
             Map<String, KafkaFuture<TopicDescription>> futures =
-                    admin.describeTopics(wanted).topicNameValues();
+                    admin.describeTopics(wanted,
+                            new DescribeTopicsOptions().timeoutMs(nodeWait(timeoutMs))).topicNameValues();
             Json j = new Json().open().key("topics").open();
             Json errors = new Json().open();
             for (Map.Entry<String, KafkaFuture<TopicDescription>> e : futures.entrySet()) {
@@ -177,7 +192,7 @@ public final class AdminReader {
     public String listGroups(int timeoutMs) {
         try {
             long end = deadline(timeoutMs);
-            ListGroupsResult r = admin.listGroups();
+            ListGroupsResult r = admin.listGroups(new ListGroupsOptions().timeoutMs(nodeWait(timeoutMs)));
             Collection<GroupListing> all = get(r.valid(), end);
             Json j = new Json().open().key("groups").openList();
             for (GroupListing g : all) {
@@ -202,7 +217,8 @@ public final class AdminReader {
         try {
             long end = deadline(timeoutMs);
             Map<String, KafkaFuture<ConsumerGroupDescription>> futures =
-                    admin.describeConsumerGroups(split(ids)).describedGroups();
+                    admin.describeConsumerGroups(split(ids),
+                            new DescribeConsumerGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups();
             Json j = new Json().open();
             for (Map.Entry<String, KafkaFuture<ConsumerGroupDescription>> e : futures.entrySet()) {
                 j.key(e.getKey());
@@ -245,7 +261,8 @@ public final class AdminReader {
         try {
             long end = deadline(timeoutMs);
             Map<String, KafkaFuture<ShareGroupDescription>> futures =
-                    admin.describeShareGroups(split(ids)).describedGroups();
+                    admin.describeShareGroups(split(ids),
+                            new DescribeShareGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups();
             Json j = new Json().open();
             for (Map.Entry<String, KafkaFuture<ShareGroupDescription>> e : futures.entrySet()) {
                 j.key(e.getKey());
@@ -280,7 +297,8 @@ public final class AdminReader {
         try {
             long end = deadline(timeoutMs);
             Map<String, KafkaFuture<StreamsGroupDescription>> futures =
-                    admin.describeStreamsGroups(split(ids)).describedGroups();
+                    admin.describeStreamsGroups(split(ids),
+                            new DescribeStreamsGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups();
             Json j = new Json().open();
             for (Map.Entry<String, KafkaFuture<StreamsGroupDescription>> e : futures.entrySet()) {
                 j.key(e.getKey());
@@ -332,7 +350,8 @@ public final class AdminReader {
                 for (String g : groups) {
                     specs.put(g, new ListShareGroupOffsetsSpec());
                 }
-                var result = admin.listShareGroupOffsets(specs);
+                var result = admin.listShareGroupOffsets(specs,
+                        new ListShareGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
                 for (String g : groups) {
                     j.key(g);
                     try {
@@ -360,7 +379,8 @@ public final class AdminReader {
                 for (String g : groups) {
                     specs.put(g, new ListStreamsGroupOffsetsSpec());
                 }
-                var result = admin.listStreamsGroupOffsets(specs);
+                var result = admin.listStreamsGroupOffsets(specs,
+                        new ListStreamsGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
                 for (String g : groups) {
                     futures.put(g, result.partitionsToOffsetAndMetadata(g));
                 }
@@ -369,7 +389,8 @@ public final class AdminReader {
                 for (String g : groups) {
                     specs.put(g, new ListConsumerGroupOffsetsSpec());
                 }
-                var result = admin.listConsumerGroupOffsets(specs);
+                var result = admin.listConsumerGroupOffsets(specs,
+                        new ListConsumerGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
                 for (String g : groups) {
                     futures.put(g, result.partitionsToOffsetAndMetadata(g));
                 }
@@ -416,7 +437,7 @@ public final class AdminReader {
                 specs.put(new TopicPartition(parts.get(i), Integer.parseInt(parts.get(i + 1))), s);
             }
             ListOffsetsResult r = admin.listOffsets(specs,
-                    new ListOffsetsOptions().timeoutMs(Math.min(timeoutMs, LEADER_WAIT_MS)));
+                    new ListOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
             Json j = new Json().open().key("offsets").openList();
             Json errors = new Json().openList();
             for (TopicPartition tp : specs.keySet()) {
@@ -438,9 +459,8 @@ public final class AdminReader {
     /**
      * Log-end and log-start offsets of partitions (topic, partition pairs separated by NUL),
      * both asked at once: [[topic, partition, end, start]] and a per-partition error list.
-     * A partition whose leader just died fails after LEADER_WAIT_MS instead of the call's
-     * whole deadline: the Admin retries a dead leader until its timeout, and the next call
-     * looks the leaders up afresh.
+     * A partition whose leader just died fails after NODE_WAIT_MS instead of the call's
+     * whole deadline.
      */
     public String logOffsets(String request, int timeoutMs) {
         try {
@@ -453,7 +473,7 @@ public final class AdminReader {
                 latest.put(tp, OffsetSpec.latest());
                 earliest.put(tp, OffsetSpec.earliest());
             }
-            ListOffsetsOptions options = new ListOffsetsOptions().timeoutMs(Math.min(timeoutMs, LEADER_WAIT_MS));
+            ListOffsetsOptions options = new ListOffsetsOptions().timeoutMs(nodeWait(timeoutMs));
             ListOffsetsResult ends = admin.listOffsets(latest, options);
             ListOffsetsResult starts = admin.listOffsets(earliest, options);
             Json j = new Json().open().key("offsets").openList();
@@ -475,6 +495,10 @@ public final class AdminReader {
     }
 
     // ---- helpers -----------------------------------------------------------------------
+
+    private static int nodeWait(int timeoutMs) {
+        return Math.min(timeoutMs, NODE_WAIT_MS);
+    }
 
     /** The deadline of a call that started now and may take `timeoutMs`. */
     private static long deadline(int timeoutMs) {
