@@ -35,6 +35,17 @@ DEMO_GROUP_SETTINGS: dict[str, str] = {
     "group.consumer.session.timeout.ms": "6000",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.heartbeat.interval.ms": "1000",
+    # share groups (KIP-932) and streams groups (KIP-1071): the same 6 s session and 1 s
+    # heartbeats (their defaults are 45 s and 5 s), streams without a first-join delay
+    "group.share.min.session.timeout.ms": "1000",
+    "group.share.session.timeout.ms": "6000",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.heartbeat.interval.ms": "1000",
+    "group.streams.initial.rebalance.delay.ms": "0",
+    "group.streams.min.session.timeout.ms": "1000",
+    "group.streams.session.timeout.ms": "6000",
+    "group.streams.min.heartbeat.interval.ms": "500",
+    "group.streams.heartbeat.interval.ms": "1000",
     # exactly-once: a crashed replica's open transaction is aborted (and its partitions
     # readable by the new owner) soon after its transaction.timeout.ms, not a minute later
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",

@@ -1,7 +1,9 @@
 """Kafka's jars, resolved by Maven coordinates with the Ivy jar that ships inside pyspark.
 
 Downloaded once into the user's cache directory and reused offline afterwards: a
-`.complete` marker is written only after Ivy retrieved every artifact.
+`.complete` marker is written only after Ivy retrieved every artifact. Kafka's artifacts
+that the broker does not need (Kafka Streams, Kafka's tools) are retrieved the same way, on
+demand, beside it (`kafka_extras`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from backend.paths import cache_dir
@@ -28,6 +31,20 @@ _IVY_XML = """<ivy-module version="2.0">
   </dependencies>
 </ivy-module>
 """
+
+# Kafka's own artifacts outside the broker's classpath, fetched without their dependencies:
+# those are in Kafka's lib dir already, but for rocksdbjni (about 60 MB, loaded only by a
+# topology with state stores) and connect-runtime (which the group tools never load).
+EXTRA_ARTIFACTS = ("kafka-streams", "kafka-tools")
+_EXTRAS_XML = """<ivy-module version="2.0">
+  <info organisation="groupscope" module="kafka-extras"/>
+  <dependencies>
+{dependencies}
+  </dependencies>
+</ivy-module>
+"""
+_EXTRA_DEPENDENCY = ('    <dependency org="org.apache.kafka" name="{name}" rev="{kafka}" '
+                     'conf="default" transitive="false"/>')
 
 
 class JarResolutionError(RuntimeError):
@@ -61,12 +78,38 @@ def kafka_classpath(version: str = KAFKA_VERSION, quiet: bool = False) -> str:
     return ":".join(str(j) for j in jars)
 
 
-def _retrieve(version: str, lib: Path, quiet: bool) -> None:
+def kafka_extras(names: Sequence[str] = EXTRA_ARTIFACTS, version: str = KAFKA_VERSION,
+                 quiet: bool = False) -> list[Path]:
+    """The jars of Kafka's artifacts `names` (`org.apache.kafka:<name>:<version>`, e.g.
+    kafka-streams, kafka-tools) without their dependencies: run them on `kafka_classpath()`
+    plus these. Downloaded once, with a progress line, then reused offline."""
+    lib = kafka_lib_dir(version).parent / "extras" / "lib"
+    jars = {name: lib / f"{name}-{version}.jar" for name in names}
+    missing = sorted(n for n, jar in jars.items()
+                     if not (lib.parent / f".{n}.complete").exists() or not jar.exists())
+    if missing:
+        spec = _EXTRAS_XML.format(dependencies="\n".join(
+            _EXTRA_DEPENDENCY.format(name=n, kafka=version) for n in missing))
+        _retrieve(version, lib, quiet, spec, what=", ".join(missing))
+        for n in missing:
+            if not jars[n].exists():
+                raise JarResolutionError(f"Ivy retrieved no {jars[n].name} into {lib}")
+            (lib.parent / f".{n}.complete").write_text(version)
+    return [jars[n] for n in names]
+
+
+def _retrieve(version: str, lib: Path, quiet: bool, ivy_xml: str | None = None,
+              what: str | None = None) -> None:
+    """Ivy retrieves `ivy_xml` (by default Kafka's broker with its logging binding) into
+    `lib`; `what` names the artifacts, else the broker's, in the progress and error lines."""
     work = lib.parent
     work.mkdir(parents=True, exist_ok=True)
     ivy_cache = cache_dir() / "ivy-cache"
     spec = work / "ivy.xml"
-    spec.write_text(_IVY_XML.format(scala=SCALA_VERSION, kafka=version, log4j=LOG4J_VERSION))
+    spec.write_text(ivy_xml or _IVY_XML.format(scala=SCALA_VERSION, kafka=version,
+                                               log4j=LOG4J_VERSION))
+    label = f"Kafka {version} {what} jars (once)" if what else \
+        f"Kafka {version} jars (about 45 MB, once)"
     cmd = [
         "java", "-jar", str(ivy_jar()),
         "-ivy", str(spec),
@@ -78,7 +121,7 @@ def _retrieve(version: str, lib: Path, quiet: bool) -> None:
     log_path = work / "ivy.log"
     done = threading.Event()
     if not quiet:
-        threading.Thread(target=_progress, args=(ivy_cache, version, done), daemon=True).start()
+        threading.Thread(target=_progress, args=(ivy_cache, label, done), daemon=True).start()
     try:
         with open(log_path, "w") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -86,24 +129,32 @@ def _retrieve(version: str, lib: Path, quiet: bool) -> None:
         done.set()
     if rc != 0:
         tail = "\n".join(log_path.read_text().splitlines()[-15:])
+        wanted = f"Kafka {version}'s {what}" if what else \
+            f"org.apache.kafka:kafka_{SCALA_VERSION}:{version}"
         raise JarResolutionError(
-            f"could not resolve org.apache.kafka:kafka_{SCALA_VERSION}:{version} "
+            f"could not resolve {wanted} "
             f"(Ivy exit {rc}; full log {log_path}):\n{tail}"
         )
     if not quiet:
         count = len(list(lib.glob("*.jar")))
         lead = "\r" if sys.stderr.isatty() else "\n"
-        sys.stderr.write(f"{lead}Kafka {version}: {count} jars cached in {lib}{' ' * 20}\n")
+        sys.stderr.write(f"{lead}Kafka {version}{' ' + what if what else ''}: {count} jars "
+                         f"cached in {lib}{' ' * 20}\n")
 
 
-def _progress(ivy_cache: Path, version: str, done: threading.Event) -> None:
+def _progress(ivy_cache: Path, label: str, done: threading.Event) -> None:
     """One updating line on a terminal; a line every 5 s in CI logs."""
     start = time.monotonic()
     tty = sys.stderr.isatty()
+
+    def cached() -> int:
+        return sum(f.stat().st_size for f in ivy_cache.rglob("*.jar")) if ivy_cache.exists() else 0
+
+    before = cached()  # what earlier downloads left there
     while not done.wait(0.5 if tty else 5.0):
-        size = sum(f.stat().st_size for f in ivy_cache.rglob("*.jar")) if ivy_cache.exists() else 0
+        size = cached() - before
         phase = "downloading" if size else "resolving dependencies"
-        line = (f"Kafka {version} jars (about 45 MB, once): {phase}, "
+        line = (f"{label}: {phase}, "
                 f"{size / 1e6:5.1f} MB, {time.monotonic() - start:4.0f}s")
         sys.stderr.write(f"\r{line}" if tty else f"{line}\n")
         sys.stderr.flush()
