@@ -46,6 +46,7 @@ class ReplicaCard:
     detail: str = ""  # e.g. "killed (SIGKILL) 12 s ago"
     external: bool = False  # in the group but not started by this supervisor (a participant)
     target: tuple[int, ...] | None = None  # KIP-848: the partitions the coordinator intends
+    tasks: tuple[str, ...] = ()  # a streams group's member: its tasks (MemberView.tasks)
 
 
 # ---- whose group, and its words -------------------------------------------------------------
@@ -61,9 +62,56 @@ def member_noun(own: bool) -> str:
     return "replica" if own else "member"
 
 
+SHARE = "share"  # a share group (KIP-932, "queues"): its partitions are shared by members
+STREAMS = "streams"  # a streams group (KIP-1071): its members are given tasks
+
+
+def is_share(snap: Snapshot) -> bool:
+    """A share group: partitions have sharers (PartitionView.sharers), never one owner, so
+    the lanes, the idle rule and the locator read sharers instead of `owner`."""
+    return snap.protocol == SHARE
+
+
+def group_type_label(protocol: str) -> str:
+    """The header's badge: "share group" and "streams group" say what kind of group this is,
+    since neither reads like the classic / consumer groups the rest of the page assumes;
+    those two keep their protocol name ("classic", "consumer") as before."""
+    return f"{protocol} group" if protocol in (SHARE, STREAMS) else protocol
+
+
 def generation_label(protocol: str) -> str:
-    """KIP-848 groups (protocol "consumer") count group epochs, classic ones generations."""
-    return "group epoch" if protocol == "consumer" else "generation"
+    """Groups of the new protocol (consumer, share, streams) count group epochs, classic ones
+    generations."""
+    return "group epoch" if protocol in ("consumer", SHARE, STREAMS) else "generation"
+
+
+def offset_label(protocol: str) -> str:
+    """What a partition's `committed` offset is: a share group commits no offset, its members
+    acknowledge records, and the broker keeps the share-partition start offset (the first
+    record not yet acknowledged)."""
+    return "share-partition start offset" if protocol == SHARE else "committed"
+
+
+TASK_KINDS = ("active", "standby", "warmup")
+
+
+def tasks_text(tasks: Sequence[str]) -> str:
+    """A streams member's tasks by kind, "active 0_0, 0_1 · standby 1_0", or "none".
+
+    Each task is "<subtopology>_<partition> <kind>" (MemberView.tasks); one with a kind this
+    page does not know is listed under that kind, after the known ones."""
+    by_kind: dict[str, list[str]] = {}
+    for task in tasks:
+        name, _, kind = task.partition(" ")
+        by_kind.setdefault(kind or "?", []).append(name)
+    kinds = [k for k in TASK_KINDS if k in by_kind] + sorted(set(by_kind) - set(TASK_KINDS))
+    return " · ".join(f"{k} {', '.join(sorted(by_kind[k], key=_task_order))}"
+                      for k in kinds) or "none"
+
+
+def _task_order(name: str) -> tuple[int | str, ...]:
+    """"0_10" after "0_2": subtopology then partition, numerically where they are numbers."""
+    return tuple(int(x) if x.isdigit() else x for x in name.split("_"))
 
 
 def assignment_text(partitions: Sequence[int], target: Sequence[int] | None = None) -> str:
@@ -98,8 +146,11 @@ def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
     now_s = now_s or time.time()
     beats = _heartbeats(snap.events)
     by_owner: dict[str | None, int] = defaultdict(int)
+    by_partition: dict[int, int] = defaultdict(int)
     for s in snap.streams:
         by_owner[s.owner] += 1
+        by_partition[s.partition] += 1
+    shared = is_share(snap)
     managed = {getattr(r, "name", ""): r for r in supervised}
     cards: list[ReplicaCard] = []
     seen: set[str] = set()
@@ -110,20 +161,24 @@ def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
         info = managed.get(name)
         if not m.alive:
             status = "dead"
-        elif not m.partitions:
+        elif not m.partitions and not m.tasks:  # a streams member's tasks are its work
             status = "idle"
         elif info is None and supervised:
             status = "external"
         else:
             status = "alive"
+        # a share group's streams have no owner: a sharer may get any of its partitions'
+        streams = (sum(by_partition.get(p, 0) for p in set(m.partitions)) if shared
+                   else by_owner.get(name, 0))
         cards.append(ReplicaCard(
-            name, status, tuple(sorted(m.partitions)), by_owner.get(name, 0),
+            name, status, tuple(sorted(m.partitions)), streams,
             _num(hb.fields.get("rate")) if hb else None,
             _num(hb.fields.get("last_batch_ms")) if hb else None,
             info is not None,
             "not started here" if info is None and supervised else "",
             info is None and bool(supervised),
             tuple(sorted(m.target_partitions)) if m.target_partitions is not None else None,
+            tuple(m.tasks),
         ))
     for name, info in sorted(managed.items()):
         if name in seen:
@@ -171,9 +226,15 @@ def dead_letter_total(snap: Snapshot) -> int:
 
 
 def idle_replicas(snap: Snapshot) -> list[str]:
-    """Members with nothing to do because the group has more members than partitions."""
-    n = snap.partition_count or len(snap.partitions)
+    """Members with nothing to do because the group has more members than partitions.
+
+    Only classic and consumer groups have that rule. A share group gives one partition to
+    several members, so more members than partitions are all busy; a streams group gives its
+    members tasks: there a member is idle only when it was given nothing at all."""
     live = [m for m in snap.members if m.alive]
+    if snap.protocol in (SHARE, STREAMS):
+        return sorted(m.client_id for m in live if not m.partitions and not m.tasks)
+    n = snap.partition_count or len(snap.partitions)
     if n <= 0 or len(live) <= n:
         return []
     return sorted(m.client_id for m in live if not m.partitions)
@@ -184,8 +245,11 @@ def idle_warning(snap: Snapshot, noun: str = "replica") -> str | None:
 
     Mid-rebalance every joining member looks idle for a moment, so then only the count that
     will be idle is given, not names that would be wrong a second later. `noun` is
-    member_noun(): "replica" only for groupscope's own groups.
+    member_noun(): "replica" only for groupscope's own groups. A share or streams group does
+    not have the rule (see idle_replicas), so it gets no warning.
     """
+    if snap.protocol in (SHARE, STREAMS):
+        return None
     n = snap.partition_count or len(snap.partitions)
     live = sum(1 for m in snap.members if m.alive)
     if n <= 0 or live <= n:
@@ -424,7 +488,8 @@ def handovers(history: Sequence[Snapshot], now_ms: int | None = None,
     "from nobody" would hide the story. A partition that is unowned now, or whose owner is
     the one it had before the gap (a replica that came back), is not a move. Owners are told
     apart by client id, the name on the screen. Only snapshots from `HANDOVER_LOOKBACK_S`
-    before `now_ms` (default: the newest snapshot) are read, so the cost stays bounded.
+    before `now_ms` (default: the newest snapshot) are read, so the cost stays bounded. A
+    share group's partitions have no owner (PartitionView.sharers): nothing is handed over.
     """
     if not history:
         return {}
@@ -450,6 +515,41 @@ def handovers(history: Sequence[Snapshot], now_ms: int | None = None,
     return {p: h for p, h in moves.items() if now - h.at_ms <= hold_s * 1000.0}
 
 
+# ---- a share group's lanes ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShareLane:
+    """One partition of a share group as its lane shows it: every member sharing it (one chip
+    each, in the member's colour), its streams, and its backlog from the share-partition start
+    offset, which is not a committed offset and is never called one."""
+
+    partition: int
+    sharers: tuple[str, ...]  # client ids, sorted (PartitionView.sharers)
+    streams: tuple[str, ...]  # stream ids seen in or mapped to the partition, sorted
+    start_offset: int | None  # the share-partition start offset; None until Kafka reports one
+    end: int
+    lag_messages: int
+    lag_seconds: float | None
+    health: str
+
+
+def share_lanes(snap: Snapshot) -> list[ShareLane]:
+    """A share group's lanes in partition order. Streams have no owner there (a record goes
+    to whichever sharer acquires it), so they are listed by partition only."""
+    streams: dict[int, list[str]] = defaultdict(list)
+    for sv in snap.streams:
+        streams[sv.partition].append(sv.stream_id)
+    return [ShareLane(pv.partition, tuple(sorted(pv.sharers)),
+                      tuple(sorted(streams.get(pv.partition, ()))), pv.committed, pv.end,
+                      pv.lag_messages, pv.lag_seconds, pv.health)
+            for pv in sorted(snap.partitions, key=lambda pv: pv.partition)]
+
+
+def sharers_text(sharers: Sequence[str]) -> str:
+    """"ada, bruno" or "nobody": who a share-group partition is delivered to."""
+    return ", ".join(sharers) or "nobody"
+
+
 # ---- stream locator -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -457,26 +557,43 @@ class Location:
     key: str
     partition: int
     partitions: int
-    owner: str | None
-    history: tuple[tuple[int, str | None], ...]  # (since ms, owner), oldest first
+    owner: str | None  # None in a share group: see `sharers`
+    # (since ms, owner), oldest first; in a share group (since ms, "ada, bruno"): its sharers
+    history: tuple[tuple[int, str | None], ...]
     known: bool  # the observer has seen this stream
+    sharers: tuple[str, ...] = ()  # a share group's: every member the partition goes to
+    shared: bool = False  # the group is a share group: read `sharers`, not `owner`
+
+
+def _holder(snap: Snapshot, p: int) -> str | None:
+    """Who partition `p` goes to, as one value to follow through the history: its owner, or
+    a share group's sharers as one text (None when nobody has it)."""
+    pv = next((pv for pv in snap.partitions if pv.partition == p), None)
+    if pv is None:
+        return None
+    if is_share(snap):
+        return sharers_text(pv.sharers) if pv.sharers else None
+    return pv.owner
 
 
 def locate(key: str, snap: Snapshot, history: Sequence[Snapshot]) -> Location | None:
-    """Where a key lives: murmur2 partition, owner now, and owner changes in the history."""
+    """Where a key lives: murmur2 partition, owner now (a share group: its sharers), and
+    their changes in the history."""
     from backend.cluster.partitioner import partition_for
 
     n = snap.partition_count or len(snap.partitions)
     if not key or n <= 0:
         return None
     p = partition_for(key, n)
-    owners = {pv.partition: pv.owner for pv in snap.partitions}
+    now = next((pv for pv in snap.partitions if pv.partition == p), None)
     changes: list[tuple[int, str | None]] = []
     for s in history:
         if (s.partition_count or len(s.partitions)) != n or s.error:
             continue
-        owner = next((pv.owner for pv in s.partitions if pv.partition == p), None)
-        if not changes or changes[-1][1] != owner:
-            changes.append((s.taken_ms, owner))
+        holder = _holder(s, p)
+        if not changes or changes[-1][1] != holder:
+            changes.append((s.taken_ms, holder))
     known = any(st.stream_id == key for st in snap.streams)
-    return Location(key, p, n, owners.get(p), tuple(changes[-20:]), known)
+    return Location(key, p, n, now.owner if now else None, tuple(changes[-20:]), known,
+                    tuple(now.sharers) if now is not None and is_share(snap) else (),
+                    is_share(snap))

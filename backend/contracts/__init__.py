@@ -111,8 +111,11 @@ class MemberView:
     target_partitions: tuple[int, ...] | None = None  # KIP-848 target assignment
     alive: bool = True
     idle: bool = False
-    lag_messages: int = 0  # sum over the partitions it owns
+    lag_messages: int = 0  # sum over the partitions it owns (share group: it is assigned)
     group_instance_id: str | None = None  # static membership, if used
+    # A streams group's member (KIP-1071) is given tasks, not partitions:
+    # "<subtopology>_<partition> active|standby|warmup". Empty for every other type.
+    tasks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,12 @@ class PartitionView:
     leader: int | None = None
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
+    # Client ids of every member assigned the partition, sorted. A share group (KIP-932)
+    # assigns one partition to several members at once, so it has no single owner: there
+    # `owner` and `owner_member_id` are None and `sharers` lists them all, so nothing that
+    # assumes one owner per partition (handovers, lag per owner, stream -> owner) credits one
+    # sharer with the others' work. Classic and consumer groups: the owner alone, or empty.
+    sharers: tuple[str, ...] = ()
 
     @property
     def under_replicated(self) -> bool:

@@ -18,8 +18,19 @@ K = TypeVar("K")  # a partition's key: (topic, partition), or the partition of o
 # ---- ownership ---------------------------------------------------------------------------
 
 
+SHARE = "share"  # a share group's type: its partitions are shared, not owned
+
+
+def is_shared(protocol: str) -> bool:
+    """A share group assigns one partition to several members at once (a queue): it has
+    sharers, never one owner, so rules built on one owner per partition do not apply."""
+    return protocol == SHARE
+
+
 def ownership(members: Iterable[RawMember], topic: str) -> dict[int, RawMember]:
-    """partition -> member that currently owns it (assignment, not target)."""
+    """partition -> member that currently owns it (assignment, not target). Meaningful for
+    classic and consumer groups only: in a share group it would pick one sharer at random,
+    so callers use `assigned` there."""
     owners: dict[int, RawMember] = {}
     for m in members:
         for t, p in m.assignment:
@@ -28,9 +39,27 @@ def ownership(members: Iterable[RawMember], topic: str) -> dict[int, RawMember]:
     return owners
 
 
+def assigned(members: Iterable[RawMember], topic: str) -> dict[int, tuple[RawMember, ...]]:
+    """partition -> every member assigned it, by (client id, member id): one member in a
+    classic or consumer group, any number in a share group."""
+    by_partition: dict[int, list[RawMember]] = {}
+    for m in members:
+        for p in {p for t, p in m.assignment if t == topic}:
+            by_partition.setdefault(p, []).append(m)
+    return {p: tuple(sorted(ms, key=lambda m: (m.client_id, m.member_id)))
+            for p, ms in by_partition.items()}
+
+
 def assignment_map(members: Iterable[RawMember], topic: str) -> dict[int, str]:
     """partition -> member id; the shape the timeline diffs."""
     return {p: m.member_id for p, m in ownership(members, topic).items()}
+
+
+def share_map(members: Iterable[RawMember], topic: str) -> dict[int, tuple[str, ...]]:
+    """partition -> member ids of its sharers, sorted: what the timeline compares for a share
+    group, where partitions gain and lose sharers instead of moving."""
+    return {p: tuple(sorted(m.member_id for m in ms))
+            for p, ms in assigned(members, topic).items()}
 
 
 @dataclass(frozen=True)
@@ -129,14 +158,18 @@ def partition_views(obs: RawObservation, topic: str,
     """One view per partition of `topic`, with its effective lag: `record_times` is what
     `Sampler.record_times` answered, by partition (see `effective_lag`); with its leader,
     replicas and ISR when the poll read `topic`'s metadata."""
-    owners = ownership(obs.members, topic)
+    shared = is_shared(obs.protocol)
+    owners = {} if shared else ownership(obs.members, topic)
+    everyone = assigned(obs.members, topic) if shared else {}
     placements = obs.placements if obs.watched == topic else {}
     views = []
     for p in range(obs.partition_counts.get(topic, 0)):
         tp: TP = (topic, p)
         end = obs.end_offsets.get(tp, 0)
-        committed = obs.committed.get(tp)
+        committed = obs.committed.get(tp)  # a share group's: the share-partition start offset
         owner = owners.get(p)
+        sharers = (tuple(m.client_id for m in everyone.get(p, ())) if shared
+                   else (owner.client_id,) if owner else ())
         lag, lag_s = effective_lag(committed, end, obs.start_offsets.get(tp, 0), obs.taken_ms,
                                    record_times, p)
         views.append(PartitionView(
@@ -149,6 +182,7 @@ def partition_views(obs: RawObservation, topic: str,
             health=health.get(p, "OK"),
             owner_member_id=owner.member_id if owner else None,
             lag_seconds_exact=lag_s is not None,
+            sharers=sharers,
             **_placement_fields(placements.get(p)),
         ))
     return tuple(views)
@@ -162,27 +196,39 @@ def _placement_fields(pl: Placement | None) -> dict[str, object]:
 
 def member_views(obs: RawObservation, topic: str,
                  partitions: Sequence[PartitionView]) -> tuple[MemberView, ...]:
-    """Members in a stable order; idle = owns nothing on the watched topic."""
+    """Members in a stable order, with their lag and whether they are idle.
+
+    Idle = nothing to work on: no partition of the watched topic (nor a target one) and, in a
+    streams group, no task either (its members are given tasks, often no partitions at all).
+    In a share group every member assigned a partition works on it, however many others
+    share it, and its lag is the backlog of the partitions it shares: so the members' lags
+    overlap there and only the partitions' lags add up to the group's.
+    """
+    shared = is_shared(obs.protocol)
     lag_by_member: dict[str, int] = {}
     for pv in partitions:
         if pv.owner_member_id:
             lag_by_member[pv.owner_member_id] = (lag_by_member.get(pv.owner_member_id, 0)
                                                  + pv.lag_messages)
+    lag_by_partition = {pv.partition: pv.lag_messages for pv in partitions}
     views = []
     for m in sorted(obs.members, key=lambda m: (m.client_id, m.member_id)):
         mine = tuple(p for t, p in m.assignment if t == topic)
         target = None if m.target is None else tuple(p for t, p in m.target if t == topic)
+        lag = (sum(lag_by_partition.get(p, 0) for p in set(mine)) if shared
+               else lag_by_member.get(m.member_id, 0))
         views.append(MemberView(
             member_id=m.member_id, client_id=m.client_id, host=m.host, partitions=mine,
-            target_partitions=target, alive=True, idle=not mine and not target,
-            lag_messages=lag_by_member.get(m.member_id, 0),
-            group_instance_id=m.group_instance_id))
+            target_partitions=target, alive=True,
+            idle=not mine and not target and not m.tasks, lag_messages=lag,
+            group_instance_id=m.group_instance_id, tasks=m.tasks))
     return tuple(views)
 
 
 def stream_views(keys: Mapping[str, int | None], num_partitions: int,
                  owners: Mapping[int, str | None]) -> tuple[StreamView, ...]:
-    """stream -> partition -> owner.
+    """stream -> partition -> owner (None in a share group, whose partitions have sharers:
+    a stream's records go to whichever sharer acquires them).
 
     `keys` maps a stream id to the partition it was seen in (sampled from the log) or None
     when only the key is known (our own streams): then the Java default partitioner

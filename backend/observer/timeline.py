@@ -15,6 +15,10 @@ nothing moved and nobody joined or left, since no rebalance happened.
 
 The processing gap of a rebalance is, over its moved partitions, the longest time from the
 last committed-offset progress before the episode to the first progress after it.
+
+A share group's partitions are shared, not owned: they gain and lose sharers instead of
+moving. Its frames carry the sharers (`shared`) and no single owner, so a change of sharers
+or members is still an episode, but nothing is reported as moved from one member to another.
 """
 
 from __future__ import annotations
@@ -24,15 +28,18 @@ from dataclasses import dataclass, field
 
 from backend.contracts import RebalanceView
 from backend.observer.collect import RawObservation
-from backend.observer.derive import assignment_diff, assignment_map
+from backend.observer.derive import assignment_diff, assignment_map, is_shared, share_map
 
 SETTLED_STATES = {"Stable", "Empty", "Dead"}
 
 
-def _by_client(f: GroupFrame) -> tuple[tuple[str, ...], dict[int, str]]:
-    """Members and ownership by client id: what a static member's rejoin leaves unchanged."""
+def _by_client(f: GroupFrame) -> tuple[tuple[str, ...], dict[int, str],
+                                        dict[int, tuple[str, ...]]]:
+    """Members, ownership and sharers by client id: what a static member's rejoin leaves
+    unchanged."""
     return (tuple(sorted(f.members.values())),
-            {p: f.members.get(m, m) for p, m in f.assignment.items()})
+            {p: f.members.get(m, m) for p, m in f.assignment.items()},
+            {p: tuple(sorted(f.members.get(m, m) for m in ms)) for p, ms in f.shared.items()})
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,8 @@ class GroupFrame:
     assignment: Mapping[int, str]  # partition -> member id
     targets_met: bool  # KIP-848: every member owns exactly its target (classic: True)
     committed: Mapping[int, int]  # partition -> committed offset
+    # a share group's: partition -> member ids of its sharers (then `assignment` is empty)
+    shared: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -53,6 +62,7 @@ class GroupFrame:
 
 
 def frame(obs: RawObservation, topic: str) -> GroupFrame:
+    shared = is_shared(obs.protocol)
     targets_met = all(
         m.target is None or {tp for tp in m.target if tp[0] == topic}
         == {tp for tp in m.assignment if tp[0] == topic}
@@ -63,9 +73,10 @@ def frame(obs: RawObservation, topic: str) -> GroupFrame:
         state=obs.state,
         generation=obs.generation,
         members={m.member_id: m.client_id for m in obs.members},
-        assignment=assignment_map(obs.members, topic),
+        assignment={} if shared else assignment_map(obs.members, topic),
         targets_met=targets_met,
         committed={p: o for (t, p), o in obs.committed.items() if t == topic},
+        shared=share_map(obs.members, topic) if shared else {},
     )
 
 
@@ -145,7 +156,7 @@ class Timeline:
     def _changed(a: GroupFrame, b: GroupFrame) -> str:
         if a.generation is not None and b.generation is not None and a.generation != b.generation:
             return "generation"
-        if set(a.members) != set(b.members) or dict(a.assignment) != dict(b.assignment):
+        if not Timeline._same_owners(a, b):
             if a.generation is not None and a.generation == b.generation and _by_client(a) == \
                     _by_client(b):
                 # a static member (group.instance.id) restarted within its session: a new
@@ -156,7 +167,8 @@ class Timeline:
 
     @staticmethod
     def _same_owners(a: GroupFrame, b: GroupFrame) -> bool:
-        return set(a.members) == set(b.members) and dict(a.assignment) == dict(b.assignment)
+        return (set(a.members) == set(b.members) and dict(a.assignment) == dict(b.assignment)
+                and dict(a.shared) == dict(b.shared))
 
     def _commit_progress(self, f: GroupFrame) -> set[int]:
         """Partitions whose committed offset moved since the previous frame."""

@@ -7,16 +7,18 @@ to Kafka: it reads the shared observer's latest Snapshot and history, both immut
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Sequence
+from html import escape
 
 import streamlit as st
 
-from backend.contracts import Snapshot
+from backend.contracts import PartitionView, Snapshot
 from dashboard import live_model as lm
 from dashboard.context import ViewContext
 from dashboard.figures import throughput_lag_figure
-from dashboard.panels import cards_html, lanes_html
+from dashboard.panels import LANE_CSS, STATUS_COLOURS, cards_html, kafka_tag, lanes_html
 from dashboard.pollers import Reading, cluster_poller, observer_for
-from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS
+from dashboard.theme import HEALTH_COLOURS, STATE_COLOURS, health_fill, member_style
 from dashboard.views.brokers import brokers_panel
 from dashboard.views.room import join_panel, leaderboard_panel
 from dashboard.views.supervised import supervised_replicas
@@ -58,7 +60,7 @@ def _waiting(ctx: ViewContext) -> None:
 
 def header_badges(snap: Snapshot) -> str:
     state = snap.state or "Unknown"
-    proto = snap.protocol + (f" / {snap.assignor}" if snap.assignor else "")
+    proto = lm.group_type_label(snap.protocol) + (f" / {snap.assignor}" if snap.assignor else "")
     gen = "–" if snap.generation is None else str(snap.generation)
     return (f":{STATE_COLOURS.get(state, 'gray')}-badge[{state}] "
             f":blue-badge[{proto}] "
@@ -94,14 +96,102 @@ def draw_header(snap: Snapshot, where: str = "", own: bool = True) -> None:
         st.warning(warning, icon=":material/bedtime:")
 
 
+SHARE_CSS = """
+<style>
+.gs-lanes .sharers { display:flex; flex-wrap:wrap; gap:0.15rem; align-items:center; }
+.gs-lanes .sharers .gs-chip { margin:0; font-weight:700; }
+.gs-lanes .spso { display:block; font-size:0.8rem; opacity:0.8; line-height:1.1; }
+.gs-card .tasks { font-family:ui-monospace,monospace; font-size:0.9rem; }
+</style>
+"""
+NEUTRAL_CHIP = member_style(None).css()  # a share group's streams belong to no one member
+MAX_SHARE_CHIPS = 40  # stream chips per share lane, as panels caps an owned lane's
+
+
+def share_lanes_html(snap: Snapshot, external: Collection[str] = ()) -> str:
+    """A share group's lanes: every member a partition is delivered to, as chips in the
+    members' own colours (participants in their palette), and the backlog counted from the
+    share-partition start offset, labelled so rather than as a committed offset.
+
+    Not panels.lanes_html: that lane has one owner cell, which would have to name one sharer
+    and hide the rest, and its handover highlight has no meaning where nothing moves."""
+    lanes = lm.share_lanes(snap)
+    views: dict[int, PartitionView] = {pv.partition: pv for pv in snap.partitions}
+    kafka = len(snap.brokers) > 1
+    offset = lm.offset_label(snap.protocol)
+    max_lag = max((lane.lag_messages for lane in lanes), default=0) or 1
+    rows: list[str] = []
+    for lane in lanes:
+        sharers = "".join(
+            f'<span class="gs-chip" style="{member_style(n, n in external).css()}">'
+            f'{escape(n)}</span>' for n in lane.sharers) or '<span class="gs-muted">nobody</span>'
+        start = "–" if lane.start_offset is None else f"{lane.start_offset:,}"
+        spso = "" if lane.start_offset is None else str(lane.start_offset)
+        shown = lane.streams[:MAX_SHARE_CHIPS]
+        chips = "".join(f'<span class="gs-chip" style="{NEUTRAL_CHIP}">{escape(i)}</span>'
+                        for i in shown)
+        if len(lane.streams) > len(shown):
+            chips += f'<span class="gs-muted"> +{len(lane.streams) - len(shown)} more</span>'
+        secs = f" · {lane.lag_seconds:.1f} s" if lane.lag_seconds is not None else ""
+        word = "" if lane.health == "OK" else f" · {escape(lane.health)}"
+        width = 100.0 * lane.lag_messages / max_lag
+        side = kafka_tag(views[lane.partition]) if kafka else ""
+        rows.append(
+            f'<div class="p" title="health {escape(lane.health)}">P{lane.partition}{side}</div>'
+            f'<div class="sharers" data-sharers="{escape(",".join(lane.sharers))}" '
+            f'title="delivered to {escape(lm.sharers_text(lane.sharers))}">{sharers}'
+            f'<span class="spso" data-spso="{spso}">{offset} {start}</span></div>'
+            f'<div class="chips">{chips}</div>'
+            f'<div class="gs-lag" title="lag {lane.lag_messages} messages{secs} from the '
+            f'{offset} {start} to the log end {lane.end:,}, health {escape(lane.health)}">'
+            f'<span style="width:{width:.1f}%;background:{health_fill(lane.health)}"></span>'
+            f'<em>{lane.lag_messages:,}{secs}{word}</em></div>'
+        )
+    header = ('<div><b>part.</b></div><div><b>sharers</b></div><div><b>streams</b></div>'
+              '<div><b>lag</b></div>')
+    grid = "gs-lanes gs-kafka" if kafka else "gs-lanes"
+    return (f'{LANE_CSS}{SHARE_CSS}<div class="{grid} gs-share" data-testid="gs-lanes">'
+            f'{header}{"".join(rows)}</div>')
+
+
 def draw_lanes(snap: Snapshot, history: tuple = (), supervised: tuple = ()) -> None:
-    """The lanes, with participants in their own palette and fresh handovers highlighted."""
+    """The lanes, with participants in their own palette and fresh handovers highlighted; a
+    share group's lanes name every sharer instead of one owner."""
     st.markdown(f"#### Partitions of `{snap.topic or '?'}`")
     if not snap.partitions:
         st.caption("No partitions to show yet.")
         return
+    if lm.is_share(snap):
+        st.caption("A share group: each partition is delivered to every member listed, "
+                   "record by record, and the lag counts from its share-partition start "
+                   "offset (the first record not yet acknowledged).")
+        st.html(share_lanes_html(snap, lm.external_members(snap, supervised)))
+        return
     moved = lm.handovers(history, now_ms=snap.taken_ms) if history else {}
     st.html(lanes_html(snap, lm.external_members(snap, supervised), moved))
+
+
+def tasks_cards_html(cards: Sequence[lm.ReplicaCard], own: bool = True) -> str:
+    """A streams group's member cards: panels.cards_html's card with the member's tasks by
+    kind, which is what a streams member is given (often with no partitions at all)."""
+    out: list[str] = []
+    for c in cards:
+        look = member_style(c.name, c.external)
+        parts = ", ".join(str(p) for p in c.partitions)
+        owned = f'<div class="d">partitions <b>{parts}</b></div>' if parts else ""
+        detail = f'<div class="d gs-muted">{escape(c.detail)}</div>' if c.detail else ""
+        rate = f"{c.rate:,.0f} msg/s" if c.rate is not None else "– msg/s"
+        batch = f"batch {c.last_batch_ms:,.0f} ms" if c.last_batch_ms is not None else "batch –"
+        stats = f'<div class="d">{rate} · {batch}</div>' if own else ""
+        out.append(
+            f'<div class="gs-card {c.status}{" ext" if c.external else ""}" '
+            f'style="--c:{look.fill};--o:{look.outline}" data-replica="{escape(c.name)}">'
+            f'<span class="s" style="background:{STATUS_COLOURS.get(c.status, "#475569")}">'
+            f'{c.status}</span><div class="n">{escape(c.name)}</div>'
+            f'<div class="d tasks" data-tasks="{escape(",".join(c.tasks))}">tasks '
+            f'<b>{escape(lm.tasks_text(c.tasks))}</b></div>{owned}{stats}{detail}</div>'
+        )
+    return f'{LANE_CSS}{SHARE_CSS}<div class="gs-cards">{"".join(out)}</div>'
 
 
 def draw_cards(snap: Snapshot, supervised: tuple, own: bool = True) -> None:
@@ -110,6 +200,9 @@ def draw_cards(snap: Snapshot, supervised: tuple, own: bool = True) -> None:
     cards = lm.replica_cards(snap, supervised)
     if not cards:
         st.caption(f"No {noun} is in the group.")
+        return
+    if snap.protocol == lm.STREAMS:
+        st.html(tasks_cards_html(cards, own=own))
         return
     st.html(cards_html(cards, own=own))
 
@@ -152,13 +245,16 @@ def draw_locator(snap: Snapshot | None, history: tuple) -> None:
         st.caption("The topic has no partitions yet.")
         return
     seen = "" if loc.known else " (not seen on the topic yet)"
+    who = (f"shared by **{lm.sharers_text(loc.sharers)}**" if loc.shared
+           else f"owner now **{loc.owner or 'nobody'}**")
     st.markdown(f"`{loc.key}` → partition **P{loc.partition}** of {loc.partitions} "
-                f"(murmur2) → owner now **{loc.owner or 'nobody'}**{seen}")
+                f"(murmur2) → {who}{seen}")
     if loc.history:
         steps = " → ".join(
             f"{o or 'nobody'} ({time.strftime('%H:%M:%S', time.localtime(t / 1000))})"
             for t, o in loc.history)
-        st.caption(f"owners since the page started watching: {steps}")
+        whom = "sharers" if loc.shared else "owners"
+        st.caption(f"{whom} since the page started watching: {steps}")
 
 
 # ---- one fragment per panel, each reading the shared observer ---------------------------

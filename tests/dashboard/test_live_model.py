@@ -236,3 +236,121 @@ def test_a_static_rejoin_is_not_shaded_as_a_rebalance() -> None:
                            moved=(), reason="rejoin", previous_generation=4)
     s = snap(10_000, {0: "ada"}, rebalances=(rejoin,))
     assert lm.rebalance_periods(s, 0) == []
+
+
+# ---- share and streams groups -------------------------------------------------------------
+
+def share_snap(ts: int, sharers: dict[int, tuple[str, ...]],
+               starts: dict[int, int | None] | None = None,
+               ends: dict[int, int] | None = None, members: tuple[str, ...] = ()) -> Snapshot:
+    """A share group as the observer derives it: no owner, every sharer listed."""
+    starts = starts or dict.fromkeys(sharers, 0)
+    ends = ends or dict.fromkeys(sharers, 0)
+    parts = tuple(PartitionView(partition=p, owner=None, committed=starts[p], end=ends[p],
+                                lag_messages=ends[p] - (starts[p] or 0), lag_seconds=None,
+                                sharers=tuple(sorted(s)))
+                  for p, s in sharers.items())
+    names = members or tuple(sorted({n for s in sharers.values() for n in s}))
+    mem = tuple(MemberView(member_id=f"id-{n}", client_id=n, host="h",
+                           partitions=tuple(p for p, s in sharers.items() if n in s))
+                for n in names)
+    streams = tuple(_stream(f"car-{i:02d}", partition_for(f"car-{i:02d}", len(sharers)), None)
+                    for i in range(6))
+    return Snapshot(taken_ms=ts, group="q", topic="t", state="Stable", protocol="share",
+                    assignor="simple", generation=5, members=mem, partitions=parts,
+                    streams=streams, rebalances=(), partition_count=len(sharers),
+                    total_lag=sum(p.lag_messages for p in parts))
+
+
+def test_a_share_groups_lanes_list_every_sharer_and_its_start_offset() -> None:
+    s = share_snap(1000, {0: ("bruno", "ada"), 1: ("ada",), 2: ()},
+                   starts={0: 40, 1: 7, 2: None}, ends={0: 100, 1: 7, 2: 3})
+    lanes = lm.share_lanes(s)
+    assert [(lane.partition, lane.sharers, lane.start_offset, lane.lag_messages)
+            for lane in lanes] == [(0, ("ada", "bruno"), 40, 60), (1, ("ada",), 7, 0),
+                                   (2, (), None, 3)]
+    assert sorted(i for lane in lanes for i in lane.streams) == [f"car-{i:02d}" for i in range(6)]
+    assert all(set(lane.streams) == {st.stream_id for st in s.streams if
+                                     st.partition == lane.partition} for lane in lanes)
+
+    from dashboard.views.live import share_lanes_html
+
+    html = share_lanes_html(s, external={"bruno"})
+    rows = re.split(r'(?=<div class="p")', html.split('data-testid="gs-lanes"', 1)[1])[1:]
+    assert 'data-sharers="ada,bruno"' in rows[0] and 'data-sharers=""' in rows[2]
+    # one chip per sharer in its own colour (a participant in the participants' palette)
+    assert member_style("ada").css() in rows[0]
+    assert member_style("bruno", external=True).css() in rows[0]
+    assert member_style("bruno").css() not in rows[0] and "bruno" not in rows[1]
+    # the start offset is named as what it is, never "committed"
+    assert "share-partition start offset 40" in rows[0] and 'data-spso="40"' in rows[0]
+    assert "share-partition start offset –" in rows[2] and "nobody" in rows[2]
+    assert "committed" not in html and "unowned" not in html
+    assert re.search(r"<em>60</em>", rows[0])
+
+
+def test_a_share_group_has_no_idle_rule_and_its_header_says_share_group() -> None:
+    # three members on one partition: all busy, which the golden rule would call two idle
+    s = share_snap(1000, {0: ("ada", "bruno", "chloe")})
+    assert lm.idle_replicas(s) == [] and lm.idle_warning(s) is None
+    cards = {c.name: c for c in lm.replica_cards(s)}
+    assert {c.status for c in cards.values()} == {"alive"}
+    # a stream has no owner in a share group: each card counts its shared partitions'
+    assert all(c.streams == 6 for c in cards.values())
+    # a member given nothing yet is idle, whatever the partition count
+    waiting = share_snap(1000, {0: ("ada",), 1: ("ada",)}, members=("ada", "bruno"))
+    assert lm.idle_replicas(waiting) == ["bruno"] and lm.idle_warning(waiting) is None
+
+    from dashboard.views.live import header_badges
+
+    assert ":blue-badge[share group / simple]" in header_badges(s)
+    assert "group epoch **5**" in header_badges(s)
+    assert lm.offset_label("share") == "share-partition start offset"
+    # classic and consumer groups read as before
+    classic = header_badges(snap(1, {0: "ada"}))
+    assert ":blue-badge[classic / range]" in classic and "generation **3**" in classic
+    assert lm.group_type_label("consumer") == "consumer"
+    assert lm.offset_label("classic") == lm.offset_label("consumer") == "committed"
+
+
+def test_a_share_groups_locator_names_the_sharers_and_nothing_is_handed_over() -> None:
+    hist = [share_snap(1000, {0: ("ada",), 1: ("ada",)}),
+            share_snap(2000, {0: ("ada", "bruno"), 1: ("ada", "bruno")}),
+            share_snap(3000, {0: ("ada", "bruno"), 1: ("ada", "bruno")})]
+    key = next(f"car-{i:02d}" for i in range(6) if partition_for(f"car-{i:02d}", 2) == 1)
+    loc = lm.locate(key, hist[-1], hist)
+    assert loc is not None and loc.shared and loc.owner is None
+    assert loc.sharers == ("ada", "bruno")
+    assert loc.history == ((1000, "ada"), (2000, "ada, bruno"))
+    assert lm.handovers(hist) == {}
+    # a classic group's locator is unchanged: one owner, no sharers
+    classic = lm.locate(key, snap(1, {0: "ada", 1: "bruno"}), [])
+    assert classic is not None and not classic.shared and classic.sharers == ()
+
+
+def test_a_streams_groups_cards_list_tasks_and_a_member_with_tasks_is_not_idle() -> None:
+    members = (
+        MemberView(member_id="id-ada", client_id="ada", host="h", partitions=(),
+                   tasks=("0_10 active", "0_2 active", "1_0 standby")),
+        MemberView(member_id="id-bruno", client_id="bruno", host="h", partitions=(),
+                   tasks=("0_1 warmup",)),
+        MemberView(member_id="id-chloe", client_id="chloe", host="h", partitions=()),
+    )
+    s = replace(snap(1, {0: None, 1: None}), protocol="streams", assignor=None,
+                members=members)
+    assert lm.tasks_text(members[0].tasks) == "active 0_2, 0_10 · standby 1_0"
+    assert lm.tasks_text(()) == "none"
+    cards = {c.name: c for c in lm.replica_cards(s)}
+    assert (cards["ada"].status, cards["bruno"].status, cards["chloe"].status) == (
+        "alive", "alive", "idle")
+    assert cards["ada"].tasks == members[0].tasks
+    assert lm.idle_replicas(s) == ["chloe"] and lm.idle_warning(s) is None
+    assert lm.generation_label("streams") == "group epoch"
+    assert lm.group_type_label("streams") == "streams group"
+
+    from dashboard.views.live import tasks_cards_html
+
+    html = tasks_cards_html(list(cards.values()), own=False)
+    assert "active 0_2, 0_10 · standby 1_0" in html and "warmup 0_1" in html
+    assert 'data-tasks="0_10 active,0_2 active,1_0 standby"' in html
+    assert 'data-replica="chloe"' in html and "msg/s" not in html
