@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup jars lint unit bench clean
+.PHONY: demo test setup jars lint unit bench clean soak-brokers
 
 # ROOM=1: a workshop room (participants' laptops join over the LAN); ROOM=IP picks the address
 demo: setup jars
@@ -40,6 +40,11 @@ lint: setup
 # (tests/markers.py), and GROUPSCOPE_UNIT_ONLY=1 makes the run fail if one starts java/Chromium.
 unit: setup
 	GROUPSCOPE_UNIT_ONLY=1 $(BIN)/pytest -m "not broker and not spark and not browser and not stack" $(PYTEST_ARGS)
+
+# twenty broker kills under a three-node `up`, an exporter and a watched page: no groupscope
+# process may die (tests/system/test_broker_faults.py runs five in `make test`)
+soak-brokers: setup jars
+	GROUPSCOPE_FAULT_CYCLES=20 $(BIN)/pytest -q tests/system/test_broker_faults.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf .groupscope test-artifacts .pytest_cache

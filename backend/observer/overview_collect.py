@@ -118,21 +118,21 @@ class ClusterCollector:
     # ---- one batch of groups ---------------------------------------------------------
 
     def read_groups(self, groups: Sequence[str]) -> list[GroupReading]:
-        """Describe the groups and fetch their committed offsets: a few calls per group type
-        whatever the number of groups."""
+        """Describe the groups and fetch their committed offsets: two calls per group type
+        whatever the number of groups, all at once."""
         by_type: dict[str, list[str]] = {}
         for g in groups:
             kind = self._types.get(g, "")
             by_type.setdefault(kind if kind in ("share", "streams") else "consumer", []).append(g)
         readings: dict[str, GroupReading] = {}
+        self._count(2 * len(by_type))
+        try:
+            answers = self.reader.read_groups(by_type)
+        except ReaderError as exc:
+            raise ClusterError(str(exc)) from None
+        now = int(time.time() * 1000)
         for kind, members in by_type.items():
-            self._count(2)
-            try:
-                described = self.reader.describe(members, kind)
-                committed = self.reader.committed(members, kind)
-            except ReaderError as exc:
-                raise ClusterError(str(exc)) from None
-            now = int(time.time() * 1000)
+            described, committed = answers[kind]
             for gid in members:
                 desc = described.get(gid)
                 if isinstance(desc, str) and "GROUP_ID_NOT_FOUND" in desc:  # gone since listed

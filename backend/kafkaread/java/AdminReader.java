@@ -75,7 +75,7 @@ public final class AdminReader {
      * node that just died (a partition's leader, a group's coordinator, a broker asked for
      * its groups) until the call's timeout; the next call looks them up afresh.
      */
-    private static final int NODE_WAIT_MS = 5000;
+    private static final int NODE_WAIT_MS = 3000;
     private final Admin admin;
 
     private AdminReader(Properties props) {

@@ -1,0 +1,288 @@
+"""Every groupscope process outlives the brokers it watches.
+
+A three-node `groupscope up` with groups of every type consuming and committing (classic,
+consumer and share groups of confluent-kafka clients, a streams group of a real Kafka
+Streams app, the stack's own replicas); beside it a
+`groupscope exporter` scraped every second and a `groupscope watch` with its Groups page open
+in Chromium. A node is SIGKILLed and started again, five times (the first through the
+presenter's Kill and Start buttons): no groupscope process dies, `up` restarts nothing, the
+exporter never goes 15 s without a successful cycle, and every group is listed again within
+10 s of the node's return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+from confluent_kafka import Consumer, ShareConsumer
+
+from backend.cluster.nodes import read_cluster
+from backend.cluster.settings import KafkaSettings
+from backend.netutil import free_port, port_open, wait_until
+from backend.proc import abort_if_exited, spawn, terminate
+from tests.dashboard.test_groups_browser import grid_rows
+from tests.exporter.conftest import scrape
+from tests.test_stack import _up_env
+
+# five in `make test`; `make soak-brokers` runs twenty (GROUPSCOPE_FAULT_CYCLES)
+CYCLES = int(os.environ.get("GROUPSCOPE_FAULT_CYCLES", "5"))
+MAX_SCRAPE_GAP_S = 15.0
+LISTED_AGAIN_S = 10.0
+PER_TYPE = 3  # groups of each type made by the test, beside the stack's own group
+
+pytestmark = [pytest.mark.stack, pytest.mark.browser,
+              pytest.mark.timeout(600 + 120 * CYCLES)]
+
+
+@dataclass
+class GroupLoad:
+    """Consumers of every type, each polling and (but for share groups, which acknowledge)
+    committing on one thread, until stopped."""
+
+    settings: KafkaSettings
+    topic: str
+    prefix: str
+    consumers: list[Consumer | ShareConsumer] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> GroupLoad:
+        for kind in ("classic", "consumer", "share"):
+            for i in range(PER_TYPE):
+                group = f"{self.prefix}-{kind}-{i}"
+                conf = self.settings.client_config(**{"group.id": group,
+                                                      "client.id": f"{kind}-{i}"})
+                if kind == "share":
+                    consumer: Consumer | ShareConsumer = ShareConsumer(conf)
+                else:
+                    conf.update({"group.protocol": kind, "auto.offset.reset": "earliest",
+                                 "enable.auto.commit": True, "auto.commit.interval.ms": 1000})
+                    consumer = Consumer(conf)
+                consumer.subscribe([self.topic])
+                self.consumers.append(consumer)
+                self.groups.append(group)
+        self._thread = threading.Thread(target=self._run, name="group-load", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for c in self.consumers:
+                with contextlib.suppress(Exception):  # a broker down: the next poll retries
+                    c.poll(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        for c in self.consumers:
+            with contextlib.suppress(Exception):
+                c.close()
+
+
+class Scraper:
+    """Scrapes /metrics every second and keeps, per scrape, when it answered and the
+    exporter's last successful cycle."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.samples: list[tuple[float, float | None, set[str]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                s = scrape(self.port)
+            except Exception:
+                continue
+            success = next((v for (name, _labels), v in s.items()
+                            if name == "groupscope_exporter_last_success_timestamp_seconds"),
+                           None)
+            groups = {dict(labels)["group"] for name, labels in s
+                      if name == "groupscope_group_info"}
+            self.samples.append((time.time(), success, groups))
+
+    def gaps(self, since: float) -> tuple[float, float, list[tuple[float, float]]]:
+        """(longest time between two answered scrapes, longest time between two successful
+        cycles as the exporter reports them, the successes relative to `since`)."""
+        scraped = [since, *(t for t, _s, _g in self.samples if t >= since), time.time()]
+        successes = sorted({success for t, success, _g in self.samples
+                            if t >= since and success is not None and success >= since})
+        ends = [since, *successes, time.time()]
+        return (max(b - a for a, b in itertools.pairwise(scraped)),
+                max(b - a for a, b in itertools.pairwise(ends)),
+                [(round(x - since, 1), round(y - since, 1))
+                 for x, y in itertools.pairwise(ends)])
+
+    def lists(self, groups: set[str]) -> bool:
+        return bool(self.samples) and groups <= self.samples[-1][2]
+
+
+def _children(pid: int) -> dict[int, str]:
+    """pid -> command line of `up`'s direct children (backend, web, broker, spark)."""
+    out = {}
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.Error):
+            out[child.pid] = " ".join(child.cmdline()[2:5])
+    return out
+
+
+@contextlib.contextmanager
+def _up_three_nodes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, list[str]]]:
+    env = _up_env(tmp_path)
+    up = spawn([sys.executable, "-m", "backend.cli", "up", "--brokers", "3"], env=env,
+               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+               text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
+                   timeout=420, what="`groupscope up --brokers 3`")
+        assert up.poll() is None, "".join(lines)
+        yield up, env, lines
+    except BaseException:
+        print("`up` said:\n" + "".join(lines[-120:]))
+        raise
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+
+
+def _command(args: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return spawn([sys.executable, "-m", "backend.cli", *args], stdout=out,
+                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, chromium,
+                                                   unique: str,
+                                                   streams_app_classpath: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from backend.supervisor.client import ControlClient
+    from tests.kafkaread.conftest import StreamsApps
+
+    with _up_three_nodes(tmp_path) as (up, env, lines):
+        data = Path(env["GROUPSCOPE_DATA"])
+        cluster = read_cluster(data / "broker")
+        assert cluster is not None
+        bootstrap = ",".join(f"127.0.0.1:{n['port']}" for n in cluster["nodes"])
+        settings = KafkaSettings(bootstrap=bootstrap, external=True)
+        client = ControlClient.discover(data, timeout=30)
+        before = _children(up.pid)
+
+        load = GroupLoad(settings, "telemetry", f"faults-{unique}").start()
+        sink = f"faults-out-{unique}"
+        admin = AdminClient(settings.client_config())  # held until its answer arrives
+        admin.create_topics([NewTopic(sink, 3, 3)])[sink].result(60)
+        streams = StreamsApps(settings, streams_app_classpath, tmp_path)
+        streams.start(f"{load.prefix}-streams", "streams-0", "telemetry", sink)
+        metrics_port, watch_port = free_port(), free_port()
+        exporter = _command(["exporter", "--bootstrap", bootstrap, "--port", str(metrics_port),
+                             "--interval", "2"], tmp_path / "exporter.log")
+        watch = _command(["watch", "--bootstrap", bootstrap, "--port", str(watch_port)],
+                         tmp_path / "watch.log")
+        try:
+            for proc, port, name in ((exporter, metrics_port, "exporter"),
+                                     (watch, watch_port, "watch")):
+                wait_until(lambda p=port: port_open("127.0.0.1", p), 60, what=f"{name} serving",
+                           abort=abort_if_exited(proc, name))
+            expected = {*load.groups, f"{load.prefix}-streams", "telemetry-summariser"}
+            with Scraper(metrics_port) as scraper, chromium() as page:
+                presenter = page.context.new_page()  # the same loopback browser, another tab
+                wait_until(lambda: scraper.lists(expected), 120, interval=1.0,
+                           what="every group of every type exported")
+                page.goto(f"http://127.0.0.1:{watch_port}/")  # Groups: watch's first page
+                box = page.locator(".st-key-groups_name input")
+                box.wait_for(timeout=60_000)
+                box.fill(load.prefix)
+                box.press("Enter")
+
+                def types_on_page() -> set[str]:
+                    return {r[3].split(" /")[0] for r in grid_rows(page) if len(r) > 3}
+
+                wait_until(lambda: types_on_page() >= {"classic", "consumer", "share",
+                                                       "streams"}, 90, interval=1.0,
+                           what="groups of all four types on watch's Groups page")
+                presenter.goto(f"http://127.0.0.1:{env['GROUPSCOPE_WEB_PORT']}/status")
+                started = time.time()
+                kills: list[tuple[int, float]] = []  # (node, seconds since `started`)
+                relisted: list[float] = []  # seconds from a node's return to every group listed
+                for cycle in range(CYCLES):
+                    victim = 1 + cycle % 3
+                    kills.append((victim, round(time.time() - started, 1)))
+                    if cycle == 0:  # the presenter's buttons, on the Status page
+                        kill = presenter.locator(
+                            f".st-key-status_brokers_kill_{victim} button").first
+                        kill.wait_for(timeout=90_000)
+                        wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill enabled")
+                        kill.click()
+                    else:
+                        client.broker_kill(victim)
+
+                    def alive(node: int = victim) -> bool:
+                        return next(n for n in client.brokers().brokers if n.id == node).alive
+
+                    wait_until(lambda: not alive(), 60, what=f"node {victim} down")
+                    if cycle == 0:
+                        start = presenter.locator(
+                            f".st-key-status_brokers_start_{victim} button").first
+                        wait_until(start.is_enabled, 60, interval=0.5,
+                                   what=f"node {victim}'s Start enabled")
+                        start.click()
+                    else:
+                        client.broker_start(victim)
+                    wait_until(alive, 90, what=f"node {victim} back")
+                    back = time.monotonic()
+                    wait_until(lambda: scraper.lists(expected), LISTED_AGAIN_S + 30,
+                               interval=0.5, what=f"every group listed after node {victim}")
+                    listed_after = time.monotonic() - back
+                    relisted.append(round(listed_after, 1))
+                    assert listed_after <= LISTED_AGAIN_S, (cycle, listed_after)
+                    for proc, name in ((exporter, "exporter"), (watch, "watch")):
+                        assert proc.poll() is None, f"{name} died in cycle {cycle}"
+                    assert up.poll() is None, f"`up` ended in cycle {cycle}"
+                scrape_gap, cycle_gap, spans = scraper.gaps(started)
+                print(f"{CYCLES} node kills: longest /metrics silence {scrape_gap:.1f} s, "
+                      f"longest time between successful cycles {cycle_gap:.1f} s, every "
+                      f"group listed again {relisted} s after the node's return")
+                assert scrape_gap <= MAX_SCRAPE_GAP_S, f"/metrics silent for {scrape_gap:.1f} s"
+                assert cycle_gap <= MAX_SCRAPE_GAP_S, (
+                    f"the exporter went {cycle_gap:.1f} s without a successful cycle; "
+                    f"kills at {kills}; between successes: "
+                    f"{[sp for sp in spans if sp[1] - sp[0] > 5]}")
+                assert "Traceback" not in page.inner_text("body")
+            assert _children(up.pid) == before, "`up` restarted a process"
+            assert not any("starting it again" in line for line in lines), "".join(lines[-40:])
+        finally:
+            load.stop()
+            streams.stop_all()
+            for proc in (exporter, watch):
+                terminate(proc, 10.0)
