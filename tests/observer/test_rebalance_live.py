@@ -48,8 +48,18 @@ def test_kill_one_member_records_one_rebalance(kafka, unique, members_factory,
     observer = Observer(kafka, group, topic=topic, interval=0.5, tail_events=False)
     observer.start()
     try:
-        before = wait_until(lambda: _settled(observer, 3), timeout=60,
-                            what="3 members owning every partition")
+        # settled, and at the same generation a whole poll later: the generation is read
+        # from __consumer_offsets, which can lag the members' description by a poll (a
+        # loaded machine saw the last join's generation arrive after the owners had)
+        seen: list[int | None] = []
+
+        def settled_at_one_generation():
+            snap = _settled(observer, 3)
+            seen.append(None if snap is None else snap.generation)
+            return snap if snap is not None and seen[-3:] == [snap.generation] * 3 else None
+
+        before = wait_until(settled_at_one_generation, timeout=60, interval=0.5,
+                            what="3 members owning every partition, one generation")
         assert before.protocol == protocol
         assert before.state == "Stable"  # KIP-848 groups are live, not dead
         baseline = len(before.rebalances)

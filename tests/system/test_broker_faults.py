@@ -181,8 +181,34 @@ def _command(args: list[str], log: Path) -> subprocess.Popen:
                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
+def _reader_jvm(pid: int) -> int | None:
+    """The pid of process `pid`'s Kafka reader JVM (backend/kafkaread), if one runs."""
+    from backend.kafkaread.gateway import MAIN_CLASS
+
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if MAIN_CLASS in child.cmdline():
+                return child.pid
+    return None
+
+
+def _share_group_page(page, group: str, artifacts_dir: Path) -> None:
+    """Open the share group's page from the Groups table; its lanes name the sharers. The
+    screenshot is the README's."""
+    box = page.locator(".st-key-groups_name input")
+    box.fill(group)
+    box.press("Enter")
+    wait_until(lambda: [r[0] for r in grid_rows(page) if r] == [group], 30, interval=0.3,
+               what=f"{group} alone in the table")
+    grid = page.locator("[data-testid=stDataFrame]").first
+    grid.click(position={"x": 16, "y": 35 + 17})  # the first row's selection box
+    wait_until(lambda: "share group" in page.inner_text("body"), 60, interval=0.5,
+               what=f"{group}'s page saying it is a share group")
+    page.screenshot(path=str(artifacts_dir / "share-group.png"), full_page=True)
+
+
 def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, chromium,
-                                                   unique: str,
+                                                   unique: str, artifacts_dir: Path,
                                                    streams_app_classpath: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -279,6 +305,22 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                     f"kills at {kills}; between successes: "
                     f"{[sp for sp in spans if sp[1] - sp[0] > 5]}")
                 assert "Traceback" not in page.inner_text("body")
+                # the readers' JVMs SIGKILLed: each is replaced, nothing else notices
+                for proc, name in ((exporter, "exporter"), (watch, "watch")):
+                    old = _reader_jvm(proc.pid)
+                    os.kill(old, signal.SIGKILL)
+                    wait_until(lambda p=proc.pid, o=old: _reader_jvm(p) not in (None, o), 30,
+                               interval=0.2, what=f"{name}'s Kafka reader started again")
+                    assert proc.poll() is None, f"{name} died with its reader"
+                killed = time.time()
+                wait_until(lambda: any(success is not None and success > killed
+                                       for _t, success, _g in scraper.samples),
+                           MAX_SCRAPE_GAP_S, interval=0.5,
+                           what="a successful exporter cycle after its reader was killed")
+                wait_until(lambda: types_on_page() >= {"share"}, 60, interval=1.0,
+                           what="the Groups page after watch's reader was killed")
+                assert "Traceback" not in page.inner_text("body")
+                _share_group_page(page, f"{load.prefix}-share-0", artifacts_dir)
             assert _children(up.pid) == before, "`up` restarted a process"
             assert not any("starting it again" in line for line in lines), "".join(lines[-40:])
         finally:
