@@ -232,6 +232,9 @@ class Collector:
             protocol=described.protocol, assignor=described.assignor, members=members,
             committed=committed, end_offsets=end_offsets, start_offsets=start_offsets,
             partition_counts=counts, duration_ms=(time.perf_counter() - t0) * 1000,
+            # share and streams groups keep no generation in __consumer_offsets for the
+            # observer's tail to read: their group epoch comes with the description
+            generation=described.epoch if kind != "consumer" else None,
             watched=watched if meta is not None else None,
             live_brokers=dict(meta.live) if meta is not None else {},
             placements=dict(meta.placements) if meta is not None else {})

@@ -32,6 +32,7 @@ def test_overview_tiny(kafka, unique, tmp_path):
     for cycle in data["cycles"]:
         assert cycle["rows"] == cycle["described"] == 60 and cycle["errors"] == 0
         assert cycle["lagging"] == 48  # every fifth group is caught up
-        assert cycle["requests"] >= 60  # one OffsetFetch per group at least
+        # many groups per describe and per OffsetFetch: a handful of calls, not one a group
+        assert 0 < cycle["requests"] < 30
     assert data["cycles"][-1]["lag_seconds_known"] == 48
     assert {"load_before", "load", "machine", "setup"} <= set(data)

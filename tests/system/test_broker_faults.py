@@ -63,17 +63,20 @@ class GroupLoad:
         for kind in ("classic", "consumer", "share"):
             for i in range(PER_TYPE):
                 group = f"{self.prefix}-{kind}-{i}"
-                conf = self.settings.client_config(**{"group.id": group,
-                                                      "client.id": f"{kind}-{i}"})
-                if kind == "share":
-                    consumer: Consumer | ShareConsumer = ShareConsumer(conf)
-                else:
-                    conf.update({"group.protocol": kind, "auto.offset.reset": "earliest",
-                                 "enable.auto.commit": True, "auto.commit.interval.ms": 1000})
-                    consumer = Consumer(conf)
-                consumer.subscribe([self.topic])
-                self.consumers.append(consumer)
                 self.groups.append(group)
+                # a share group's two members take records of the same partitions
+                for member in ("a", "b") if kind == "share" else ("a",):
+                    conf = self.settings.client_config(**{
+                        "group.id": group, "client.id": f"{kind}-{i}{member}"})
+                    if kind == "share":
+                        consumer: Consumer | ShareConsumer = ShareConsumer(conf)
+                    else:
+                        conf.update({"group.protocol": kind, "auto.offset.reset": "earliest",
+                                     "enable.auto.commit": True,
+                                     "auto.commit.interval.ms": 1000})
+                        consumer = Consumer(conf)
+                    consumer.subscribe([self.topic])
+                    self.consumers.append(consumer)
         self._thread = threading.Thread(target=self._run, name="group-load", daemon=True)
         self._thread.start()
         return self

@@ -8,15 +8,17 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.BiConsumer;
+import java.util.function.Function;
 
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
@@ -37,14 +39,13 @@ import org.apache.kafka.clients.admin.ListStreamsGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.OffsetSpec;
-import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
-import org.apache.kafka.clients.admin.StreamsGroupDescription;
 import org.apache.kafka.clients.admin.StreamsGroupMemberAssignment;
 import org.apache.kafka.clients.admin.StreamsGroupMemberDescription;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -216,41 +217,26 @@ public final class AdminReader {
     public String describeConsumerGroups(String ids, int timeoutMs) {
         try {
             long end = deadline(timeoutMs);
-            Map<String, KafkaFuture<ConsumerGroupDescription>> futures =
-                    admin.describeConsumerGroups(split(ids),
-                            new DescribeConsumerGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups();
-            Json j = new Json().open();
-            for (Map.Entry<String, KafkaFuture<ConsumerGroupDescription>> e : futures.entrySet()) {
-                j.key(e.getKey());
-                try {
-                    ConsumerGroupDescription d = get(e.getValue(), end);
-                    j.open().key("type").str(d.type().toString().toLowerCase())
-                            .key("state").str(d.groupState().toString())
-                            .key("assignor").str(d.partitionAssignor())
-                            .key("epoch").num(d.groupEpoch().orElse(null))
-                            .key("target_epoch").num(d.targetAssignmentEpoch().orElse(null))
-                            .key("members").openList();
-                    for (MemberDescription m : d.members()) {
-                        j.open().key("id").str(m.consumerId()).key("client_id").str(m.clientId())
-                                .key("host").str(m.host())
-                                .key("instance_id").str(m.groupInstanceId().orElse(null))
-                                .key("epoch").num(m.memberEpoch().orElse(null))
-                                .key("assignment");
-                        partitions(j, m.assignment().topicPartitions());
-                        j.key("target");
-                        if (m.targetAssignment().isPresent()) {
-                            partitions(j, m.targetAssignment().get().topicPartitions());
-                        } else {
-                            j.raw("null");
+            return perGroup(admin.describeConsumerGroups(split(ids),
+                    new DescribeConsumerGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
+                    end, (j, d) -> {
+                        group(j, d.type().toString().toLowerCase(), d.groupState(), d.partitionAssignor(),
+                                d.groupEpoch().orElse(null), d.targetAssignmentEpoch().orElse(null));
+                        for (MemberDescription m : d.members()) {
+                            member(j, m.consumerId(), m.clientId(), m.host(), m.memberEpoch().orElse(null))
+                                    .key("instance_id").str(m.groupInstanceId().orElse(null))
+                                    .key("assignment");
+                            partitions(j, m.assignment().topicPartitions());
+                            j.key("target");
+                            if (m.targetAssignment().isPresent()) {
+                                partitions(j, m.targetAssignment().get().topicPartitions());
+                            } else {
+                                j.raw("null");
+                            }
+                            j.close();
                         }
-                        j.close();
-                    }
-                    j.closeList().close();
-                } catch (Exception ex) {
-                    j.open().key("error").str(line(ex)).close();
-                }
-            }
-            return j.close().toString();
+                        j.closeList();
+                    });
         } catch (Exception e) {
             return failure(e);
         }
@@ -260,33 +246,17 @@ public final class AdminReader {
     public String describeShareGroups(String ids, int timeoutMs) {
         try {
             long end = deadline(timeoutMs);
-            Map<String, KafkaFuture<ShareGroupDescription>> futures =
-                    admin.describeShareGroups(split(ids),
-                            new DescribeShareGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups();
-            Json j = new Json().open();
-            for (Map.Entry<String, KafkaFuture<ShareGroupDescription>> e : futures.entrySet()) {
-                j.key(e.getKey());
-                try {
-                    ShareGroupDescription d = get(e.getValue(), end);
-                    j.open().key("type").str("share")
-                            .key("state").str(d.groupState().toString())
-                            .key("assignor").str("simple")
-                            .key("epoch").num(d.groupEpoch())
-                            .key("target_epoch").num(d.targetAssignmentEpoch())
-                            .key("members").openList();
-                    for (ShareMemberDescription m : d.members()) {
-                        j.open().key("id").str(m.consumerId()).key("client_id").str(m.clientId())
-                                .key("host").str(m.host()).key("epoch").num(m.memberEpoch())
-                                .key("assignment");
-                        partitions(j, m.assignment().topicPartitions());
-                        j.close();
-                    }
-                    j.closeList().close();
-                } catch (Exception ex) {
-                    j.open().key("error").str(line(ex)).close();
-                }
-            }
-            return j.close().toString();
+            return perGroup(admin.describeShareGroups(split(ids),
+                    new DescribeShareGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
+                    end, (j, d) -> {
+                        group(j, "share", d.groupState(), "simple", d.groupEpoch(), d.targetAssignmentEpoch());
+                        for (ShareMemberDescription m : d.members()) {
+                            member(j, m.consumerId(), m.clientId(), m.host(), m.memberEpoch()).key("assignment");
+                            partitions(j, m.assignment().topicPartitions());
+                            j.close();
+                        }
+                        j.closeList();
+                    });
         } catch (Exception e) {
             return failure(e);
         }
@@ -296,42 +266,56 @@ public final class AdminReader {
     public String describeStreamsGroups(String ids, int timeoutMs) {
         try {
             long end = deadline(timeoutMs);
-            Map<String, KafkaFuture<StreamsGroupDescription>> futures =
-                    admin.describeStreamsGroups(split(ids),
-                            new DescribeStreamsGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups();
-            Json j = new Json().open();
-            for (Map.Entry<String, KafkaFuture<StreamsGroupDescription>> e : futures.entrySet()) {
-                j.key(e.getKey());
-                try {
-                    StreamsGroupDescription d = get(e.getValue(), end);
-                    j.open().key("type").str("streams")
-                            .key("state").str(d.groupState().toString())
-                            .key("assignor").str(null)
-                            .key("epoch").num(d.groupEpoch())
-                            .key("target_epoch").num(d.targetAssignmentEpoch())
-                            .key("topology_epoch").num(d.topologyEpoch())
-                            .key("members").openList();
-                    for (StreamsGroupMemberDescription m : d.members()) {
-                        j.open().key("id").str(m.memberId()).key("client_id").str(m.clientId())
-                                .key("host").str(m.clientHost())
-                                .key("instance_id").str(m.instanceId().orElse(null))
-                                .key("epoch").num(m.memberEpoch())
-                                .key("process_id").str(m.processId());
-                        StreamsGroupMemberAssignment a = m.assignment();
-                        tasks(j.key("active"), a.activeTasks());
-                        tasks(j.key("standby"), a.standbyTasks());
-                        tasks(j.key("warmup"), a.warmupTasks());
-                        j.close();
-                    }
-                    j.closeList().close();
-                } catch (Exception ex) {
-                    j.open().key("error").str(line(ex)).close();
-                }
-            }
-            return j.close().toString();
+            return perGroup(admin.describeStreamsGroups(split(ids),
+                    new DescribeStreamsGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
+                    end, (j, d) -> {
+                        group(j, "streams", d.groupState(), null, d.groupEpoch(), d.targetAssignmentEpoch());
+                        for (StreamsGroupMemberDescription m : d.members()) {
+                            member(j, m.memberId(), m.clientId(), m.clientHost(), m.memberEpoch())
+                                    .key("instance_id").str(m.instanceId().orElse(null))
+                                    .key("process_id").str(m.processId());
+                            StreamsGroupMemberAssignment a = m.assignment();
+                            tasks(j.key("active"), a.activeTasks());
+                            tasks(j.key("standby"), a.standbyTasks());
+                            tasks(j.key("warmup"), a.warmupTasks());
+                            j.close();
+                        }
+                        j.closeList();
+                    });
         } catch (Exception e) {
             return failure(e);
         }
+    }
+
+    /** What every group type's description starts with; its member list is left open. */
+    private static void group(Json j, String type, GroupState state, String assignor, Integer epoch,
+                              Integer targetEpoch) {
+        j.key("type").str(type).key("state").str(state.toString()).key("assignor").str(assignor)
+                .key("epoch").num(epoch).key("target_epoch").num(targetEpoch).key("members").openList();
+    }
+
+    /** What every member starts with; the member's object is left open. */
+    private static Json member(Json j, String id, String clientId, String host, Integer epoch) {
+        return j.open().key("id").str(id).key("client_id").str(clientId).key("host").str(host)
+                .key("epoch").num(epoch);
+    }
+
+    /** One answer per group: what `write` says of its value, or the error it failed with. */
+    private static <T> String perGroup(Map<String, KafkaFuture<T>> futures, long end,
+                                       BiConsumer<Json, T> write) {
+        Json j = new Json().open();
+        for (Map.Entry<String, KafkaFuture<T>> e : futures.entrySet()) {
+            j.key(e.getKey());
+            try {
+                T value = get(e.getValue(), end);
+                j.open();
+                write.accept(j, value);
+                j.close();
+            } catch (Exception ex) {
+                j.open().key("error").str(line(ex)).close();
+            }
+        }
+        return j.close().toString();
     }
 
     /**
@@ -344,78 +328,48 @@ public final class AdminReader {
         try {
             long end = deadline(timeoutMs);
             List<String> groups = split(ids);
-            Json j = new Json().open();
             if (type.equals("share")) {
-                Map<String, ListShareGroupOffsetsSpec> specs = new HashMap<>();
-                for (String g : groups) {
-                    specs.put(g, new ListShareGroupOffsetsSpec());
-                }
+                Map<String, ListShareGroupOffsetsSpec> specs = new LinkedHashMap<>();
+                groups.forEach(g -> specs.put(g, new ListShareGroupOffsetsSpec()));
                 var result = admin.listShareGroupOffsets(specs,
                         new ListShareGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-                for (String g : groups) {
-                    j.key(g);
-                    try {
-                        Map<TopicPartition, SharePartitionOffsetInfo> m =
-                                get(result.partitionsToOffsetInfo(g), end);
-                        j.open().key("offsets").openList();
-                        for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : m.entrySet()) {
-                            if (e.getValue() == null) {
-                                continue;
-                            }
-                            j.openList().str(e.getKey().topic()).num(e.getKey().partition())
-                                    .num(e.getValue().startOffset())
-                                    .num(e.getValue().lag().orElse(null)).closeList();
-                        }
-                        j.closeList().close();
-                    } catch (Exception ex) {
-                        j.open().key("error").str(line(ex)).close();
-                    }
-                }
-                return j.close().toString();
+                Map<String, KafkaFuture<Map<TopicPartition, SharePartitionOffsetInfo>>> futures =
+                        new LinkedHashMap<>();
+                groups.forEach(g -> futures.put(g, result.partitionsToOffsetInfo(g)));
+                return perGroup(futures, end, (j, m) -> offsets(j, m, info -> info.startOffset(),
+                        info -> info.lag().orElse(null)));
             }
-            Map<String, KafkaFuture<Map<TopicPartition, OffsetAndMetadata>>> futures = new HashMap<>();
+            Map<String, KafkaFuture<Map<TopicPartition, OffsetAndMetadata>>> futures = new LinkedHashMap<>();
             if (type.equals("streams")) {
-                Map<String, ListStreamsGroupOffsetsSpec> specs = new HashMap<>();
-                for (String g : groups) {
-                    specs.put(g, new ListStreamsGroupOffsetsSpec());
-                }
+                Map<String, ListStreamsGroupOffsetsSpec> specs = new LinkedHashMap<>();
+                groups.forEach(g -> specs.put(g, new ListStreamsGroupOffsetsSpec()));
                 var result = admin.listStreamsGroupOffsets(specs,
                         new ListStreamsGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-                for (String g : groups) {
-                    futures.put(g, result.partitionsToOffsetAndMetadata(g));
-                }
+                groups.forEach(g -> futures.put(g, result.partitionsToOffsetAndMetadata(g)));
             } else {
-                Map<String, ListConsumerGroupOffsetsSpec> specs = new HashMap<>();
-                for (String g : groups) {
-                    specs.put(g, new ListConsumerGroupOffsetsSpec());
-                }
+                Map<String, ListConsumerGroupOffsetsSpec> specs = new LinkedHashMap<>();
+                groups.forEach(g -> specs.put(g, new ListConsumerGroupOffsetsSpec()));
                 var result = admin.listConsumerGroupOffsets(specs,
                         new ListConsumerGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-                for (String g : groups) {
-                    futures.put(g, result.partitionsToOffsetAndMetadata(g));
-                }
+                groups.forEach(g -> futures.put(g, result.partitionsToOffsetAndMetadata(g)));
             }
-            for (String g : groups) {
-                j.key(g);
-                try {
-                    Map<TopicPartition, OffsetAndMetadata> m = get(futures.get(g), end);
-                    j.open().key("offsets").openList();
-                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : m.entrySet()) {
-                        if (e.getValue() == null) {
-                            continue;
-                        }
-                        j.openList().str(e.getKey().topic()).num(e.getKey().partition())
-                                .num(e.getValue().offset()).raw("null").closeList();
-                    }
-                    j.closeList().close();
-                } catch (Exception ex) {
-                    j.open().key("error").str(line(ex)).close();
-                }
-            }
-            return j.close().toString();
+            return perGroup(futures, end, (j, m) -> offsets(j, m, OffsetAndMetadata::offset, o -> null));
         } catch (Exception e) {
             return failure(e);
         }
+    }
+
+    /** "offsets": [[topic, partition, offset, lag or null]] of one group's answer. */
+    private static <V> void offsets(Json j, Map<TopicPartition, V> m, Function<V, Long> offset,
+                                    Function<V, Long> lag) {
+        j.key("offsets").openList();
+        for (Map.Entry<TopicPartition, V> e : m.entrySet()) {
+            if (e.getValue() != null) {
+                j.openList().str(e.getKey().topic()).num(e.getKey().partition())
+                        .num(offset.apply(e.getValue())).num(lag.apply(e.getValue())).closeList();
+            }
+        }
+        j.closeList();
     }
 
     /**
