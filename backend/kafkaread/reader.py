@@ -199,22 +199,25 @@ class KafkaReader:
                     out[gid] = {(t, p): off for t, p, off, _lag in a["offsets"] if off >= 0}
         return out
 
-    def read_groups(self, by_type: dict[str, Sequence[str]]
+    def read_groups(self, describe: dict[str, Sequence[str]],
+                    committed: dict[str, Sequence[str]]
                     ) -> dict[str, tuple[dict[str, GroupDescription | str],
                                          dict[str, dict[TP, int] | str]]]:
-        """type -> (descriptions, committed offsets) of these groups, every call at once:
-        a node that just died then costs a batch one wait, not one per call."""
+        """type -> (descriptions of the `describe` groups, committed offsets of the
+        `committed` ones), every call at once: a node that just died then costs a batch one
+        wait, not one per call."""
         from concurrent.futures import ThreadPoolExecutor
 
-        calls = [(kind, what, groups) for kind, groups in by_type.items() if groups
-                 for what in ("describe", "committed")]
+        calls = [(kind, what, groups) for what, wanted in (("describe", describe),
+                                                           ("committed", committed))
+                 for kind, groups in wanted.items() if groups]
         with ThreadPoolExecutor(max_workers=max(1, len(calls)),
                                 thread_name_prefix="kafka-read") as pool:
             futures = {(kind, what): pool.submit(getattr(self, what), list(groups), kind)
                        for kind, what, groups in calls}
             answers = {key: f.result() for key, f in futures.items()}
-        return {kind: (answers[(kind, "describe")], answers[(kind, "committed")])
-                for kind, groups in by_type.items() if groups}
+        return {kind: (answers.get((kind, "describe"), {}), answers.get((kind, "committed"), {}))
+                for kind in {*describe, *committed}}
 
     def share_lag(self, group: str) -> dict[TP, int]:
         """A share group's lag per partition as the broker reports it (KIP-1226)."""

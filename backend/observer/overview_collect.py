@@ -66,6 +66,7 @@ class ClusterCollector:
         self._topics: dict[str, int] = {}
         self._topics_at = 0.0
         self._types: dict[str, str] = {}  # group -> type, from the last listing
+        self._states: dict[str, str] = {}  # group -> state, from the last listing
         self.partial = False  # the last listing missed a broker's groups
         # brokers over every topic's partitions, from the cached metadata (as old as it is)
         self.brokers: tuple[BrokerView, ...] = ()
@@ -90,8 +91,9 @@ class ClusterCollector:
         except ReaderError as exc:
             raise ClusterError(f"cannot list groups: {exc}") from None
         self.partial = bool(errors)
-        self._types = {**self._types, **{g.group: g.type for g in listed}} if errors else {
-            g.group: g.type for g in listed}
+        keep = errors  # a partial listing: the missing groups keep what was known
+        self._types = {**(self._types if keep else {}), **{g.group: g.type for g in listed}}
+        self._states = {**(self._states if keep else {}), **{g.group: g.state for g in listed}}
         return [Listed(g.group, g.state, g.type) for g in listed]
 
     def topics(self, refresh: bool = False) -> dict[str, int]:
@@ -124,15 +126,23 @@ class ClusterCollector:
         for g in groups:
             kind = self._types.get(g, "")
             by_type.setdefault(kind if kind in ("share", "streams") else "consumer", []).append(g)
+        # a group the listing says is Empty has no member to describe (most groups of a
+        # production cluster, most of the time): its committed offsets are all there is
+        empty = {g for g in groups if self._states.get(g) == "Empty"}
+        to_describe = {kind: [g for g in members if g not in empty]
+                       for kind, members in by_type.items()}
         readings: dict[str, GroupReading] = {}
-        self._count(2 * len(by_type))
+        self._count(sum(1 + bool(to_describe[k]) for k in by_type))
         try:
-            answers = self.reader.read_groups(by_type)
+            answers = self.reader.read_groups(to_describe, by_type)
         except ReaderError as exc:
             raise ClusterError(str(exc)) from None
         now = int(time.time() * 1000)
         for kind, members in by_type.items():
             described, committed = answers[kind]
+            described = {**{g: GroupDescription(g, "Empty", self._types.get(g) or "classic",
+                                                None, ()) for g in members if g in empty},
+                         **described}
             for gid in members:
                 desc = described.get(gid)
                 if isinstance(desc, str) and "GROUP_ID_NOT_FOUND" in desc:  # gone since listed
