@@ -39,6 +39,11 @@ from backend.kafkaread.javaconfig import java_properties, properties_text
 from backend.paths import cache_dir
 
 log = logging.getLogger("groupscope.kafkaread")
+# py4j logs a dead JVM's broken connection with a traceback; the caller's ReaderDown
+# ("reconnecting to the cluster") is the one line that says so
+_py4j_log = logging.getLogger("py4j")
+_py4j_log.addHandler(logging.NullHandler())
+_py4j_log.propagate = False
 
 SOURCE = Path(__file__).with_name("java") / "AdminReader.java"
 MAIN_CLASS = "groupscope.read.AdminReader"

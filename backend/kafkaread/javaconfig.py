@@ -26,9 +26,12 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
-# an Admin call gives up within the reader's own deadline rather than Kafka's minute
+# An Admin call gives up within the reader's own deadline rather than Kafka's minute. The
+# Admin describes a classic group by retrying after the newer API refused it, and waits
+# retry.backoff.ms first (100 ms by default, most of such a describe): 10 ms, growing
+# exponentially up to Kafka's 1 s when a broker is really away.
 _DEFAULTS = {"request.timeout.ms": "10000", "default.api.timeout.ms": "15000",
-             "reconnect.backoff.max.ms": "1000"}
+             "reconnect.backoff.max.ms": "1000", "retry.backoff.ms": "10"}
 
 
 def java_properties(settings: KafkaSettings, client_id: str) -> dict[str, str]:

@@ -172,15 +172,21 @@ class KafkaReader:
     def describe(self, groups: Sequence[str], group_type: str = "consumer"
                  ) -> dict[str, GroupDescription | str]:
         """group -> description, or the one-line reason it could not be described. Classic
-        and consumer groups are described together (Kafka answers either way)."""
-        method = {"share": "describeShareGroups",
-                  "streams": "describeStreamsGroups"}.get(group_type, "describeConsumerGroups")
+        and consumer groups may be described together ("consumer": Kafka answers either
+        way); "classic" asks a group known to be classic the classic way alone (faster)."""
+        method = {"share": "describeShareGroups", "streams": "describeStreamsGroups",
+                  "classic": "describeClassicGroups"}.get(group_type, "describeConsumerGroups")
         out: dict[str, GroupDescription | str] = {}
         for i in range(0, len(groups), DESCRIBE_BATCH):
             chunk = groups[i:i + DESCRIBE_BATCH]
             answer = self._call(method, SEP.join(chunk))
             for gid, d in answer.items():
                 out[gid] = kafka_error(d["error"]) if "error" in d else _description(gid, d)
+        if group_type == "classic":  # a group since moved to the consumer protocol, or gone
+            again = [g for g, d in out.items() if isinstance(d, str)
+                     and not d.startswith("GROUP_AUTHORIZATION_FAILED")]
+            if again:
+                out.update(self.describe(again, "consumer"))
         return out
 
     def committed(self, groups: Sequence[str], group_type: str = "consumer"

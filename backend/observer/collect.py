@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from backend.cluster.groups import TP, GroupDescription, GroupMember
 from backend.cluster.settings import KafkaSettings
@@ -93,6 +94,7 @@ class Collector:
         self._metadata_cache: dict[str, _TopicMeta] = {}
         self._types: dict[str, str] = {}  # group -> type, once a listing or a describe said
         self.reader = KafkaReader.shared(settings, "groupscope-observer", timeout)
+        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="collect")
 
     def _note(self, line: str) -> None:
         self.errors.append(line)
@@ -194,15 +196,31 @@ class Collector:
             if "GROUP_ID_NOT_FOUND" in answer:  # not created yet: Dead, as Kafka reports it
                 return GroupDescription(group, "Dead", "classic", None, ())
             _raise(f"cannot describe group {group!r}", answer)
+        self._types[group] = answer.protocol
         return answer
 
     def _collect(self, group: str, topic: str | None) -> RawObservation:
         t0 = time.perf_counter()
         started = time.monotonic()
         taken_ms = int(time.time() * 1000)
-        described = self._describe(group)
-        kind = described.protocol if described.protocol in ("share", "streams") else "consumer"
-        committed_or_error = self.reader.committed([group], kind).get(group, {})
+        # The reads that do not depend on the description go out beside it: the committed
+        # offsets (of the type seen last), and with a watched topic whose partitions are
+        # known, its metadata and log offsets. A poll then costs its slowest read, not
+        # their sum; what the description changes (another type, new partitions) is read
+        # again after it.
+        known = _offset_kind(self._types.get(group, "consumer"))
+        cached = self._metadata_cache.get(topic) if topic is not None else None
+        ahead = {"committed": self._pool.submit(self.reader.committed, [group], known)}
+        if cached is not None:
+            ahead["meta"] = self._pool.submit(self._read_metadata, [topic], started)
+            ahead["offsets"] = self._pool.submit(self.log_offsets, {topic: cached.count})
+        try:
+            described = self._describe(group)
+        finally:
+            done = {name: _outcome(f) for name, f in ahead.items()}
+        kind = _offset_kind(described.protocol)
+        committed_or_error = (done["committed"]() if kind == known
+                              else self.reader.committed([group], kind)).get(group, {})
         if isinstance(committed_or_error, str):
             if "GROUP_ID_NOT_FOUND" not in committed_or_error:
                 _raise(f"cannot read committed offsets of {group!r}", committed_or_error)
@@ -223,10 +241,15 @@ class Collector:
             self.forget_metadata(grown)
             counts.update(self.partition_counts(sorted(grown)))
         watched = watched_topic(counts, topic)
+        if "meta" in done:
+            done["meta"]()
         meta = self.fresh_metadata(watched, started) if watched in counts else None
         if meta is not None:
             counts[watched] = meta.count  # type: ignore[index]
-        end_offsets, start_offsets = self.log_offsets(counts)
+        if cached is not None and counts == {topic: cached.count}:
+            end_offsets, start_offsets = done["offsets"]()
+        else:
+            end_offsets, start_offsets = self.log_offsets(counts)
         return RawObservation(
             taken_ms=taken_ms, group=group, state=described.state,
             protocol=described.protocol, assignor=described.assignor, members=members,
@@ -261,7 +284,28 @@ class Collector:
         return offsets
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self.reader.close()
+
+
+def _offset_kind(group_type: str) -> str:
+    """Which committed-offsets call a group type needs (classic and consumer share one)."""
+    return group_type if group_type in ("share", "streams") else "consumer"
+
+
+def _outcome(future: Future) -> Callable[[], Any]:
+    """A finished read as a call that returns its value or raises its error, so an error of
+    a read made ahead surfaces where its value is used, as if it had been made there."""
+    try:
+        value = future.result()
+    except BaseException as exc:
+        error = exc
+
+        def fail() -> Any:
+            raise error
+
+        return fail
+    return lambda: value
 
 
 class _Retriable(CollectError):

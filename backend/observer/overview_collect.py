@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from backend.cluster.groups import TP, GroupDescription
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import BrokerView, events_topic
+from backend.contracts.overview import GROUP_TYPES
 from backend.kafkaread.reader import KafkaReader, ReaderError
 from backend.observer.brokers import broker_views, totals
 
@@ -125,7 +126,7 @@ class ClusterCollector:
         by_type: dict[str, list[str]] = {}
         for g in groups:
             kind = self._types.get(g, "")
-            by_type.setdefault(kind if kind in ("share", "streams") else "consumer", []).append(g)
+            by_type.setdefault(kind if kind in GROUP_TYPES else "consumer", []).append(g)
         # a group the listing says is Empty has no member to describe (most groups of a
         # production cluster, most of the time): its committed offsets are all there is
         empty = {g for g in groups if self._states.get(g) == "Empty"}

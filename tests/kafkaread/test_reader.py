@@ -181,6 +181,7 @@ def test_the_reader_calls_no_write_api() -> None:
     source = SOURCE.read_text()
     calls = set(re.findall(r"admin\.(\w+)\(", source))
     assert calls <= {"describeCluster", "listTopics", "describeTopics", "listGroups",
+                     "describeClassicGroups",
                      "describeConsumerGroups", "describeShareGroups", "describeStreamsGroups",
                      "listConsumerGroupOffsets", "listShareGroupOffsets",
                      "listStreamsGroupOffsets", "listOffsets"}, calls

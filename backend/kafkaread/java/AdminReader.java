@@ -20,6 +20,7 @@ import java.util.function.Function;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeClassicGroupsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
@@ -234,6 +235,33 @@ public final class AdminReader {
                                 j.raw("null");
                             }
                             j.close();
+                        }
+                        j.closeList();
+                    });
+        } catch (Exception e) {
+            return failure(e);
+        }
+    }
+
+    /**
+     * Classic groups through the classic API alone: describeConsumerGroups asks a classic
+     * group with the newer API first and retries after its refusal.
+     */
+    public String describeClassicGroups(String ids, int timeoutMs) {
+        try {
+            long end = deadline(timeoutMs);
+            return perGroup(admin.describeClassicGroups(split(ids),
+                    new DescribeClassicGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
+                    end, (j, d) -> {
+                        j.key("type").str("classic").key("state").str(d.state().toString())
+                                .key("assignor").str(d.protocolData()).key("epoch").num(null)
+                                .key("target_epoch").num(null).key("members").openList();
+                        for (MemberDescription m : d.members()) {
+                            member(j, m.consumerId(), m.clientId(), m.host(), null)
+                                    .key("instance_id").str(m.groupInstanceId().orElse(null))
+                                    .key("assignment");
+                            partitions(j, m.assignment().topicPartitions());
+                            j.key("target").raw("null").close();
                         }
                         j.closeList();
                     });
