@@ -39,8 +39,9 @@ _ERROR_NAMES = {
     "SaslAuthenticationException": "SASL_AUTHENTICATION_FAILED",
     "SslAuthenticationException": "SSL_AUTHENTICATION_FAILED",
 }
-TRANSIENT = ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
-             "REQUEST_TIMED_OUT", "REBALANCE_IN_PROGRESS")
+# errors worth an immediate retry: a coordinator loading or moving (normal right after a
+# broker starts). Not a timeout: the call already waited, and a broker that is away stays so.
+TRANSIENT = ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE")
 
 
 def kafka_error(line: str) -> str:

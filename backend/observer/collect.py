@@ -170,6 +170,8 @@ class Collector:
                 self._note(str(exc))
                 raise CollectError(str(exc)) from None
             except ReaderError as exc:
+                self._answered = False  # the next poll checks the port first
+                self._note(str(exc))
                 raise CollectError(f"cannot read the cluster: {exc}") from None
             except _Retriable as exc:
                 if attempt == attempts - 1:
