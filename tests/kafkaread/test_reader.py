@@ -148,11 +148,9 @@ def test_the_jvm_killed_is_restarted_and_nothing_is_lost(kafka: KafkaSettings,
         reader.cluster()
     except ReaderDown as exc:
         assert "reconnecting to the cluster" in str(exc)
-    started = time.monotonic()
     assert reader.cluster().brokers == before.brokers
     assert reader.gateway.starts == 2
     assert reader.gateway.pid not in (None, pid)
-    assert time.monotonic() - started < 10  # bench/README has the measured restart time
 
 
 @pytest.mark.broker
