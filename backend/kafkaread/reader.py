@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from backend.cluster.groups import TP, GroupDescription, GroupMember
@@ -99,6 +100,8 @@ class KafkaReader:
         self.gateway = gateway or AdminGateway(settings, client_id=client_id,
                                                call_timeout=timeout)
         self._closed = False
+        self._pool: ThreadPoolExecutor | None = None  # read_groups' calls, made at once
+        self._pool_lock = threading.Lock()
 
     @classmethod
     def shared(cls, settings: KafkaSettings, client_id: str = "groupscope-reader",
@@ -120,6 +123,9 @@ class KafkaReader:
         if self._closed:
             return
         self._closed = True
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
         if not self._shared:
             self.gateway.close()
             return
@@ -213,16 +219,19 @@ class KafkaReader:
         """type -> (descriptions of the `describe` groups, committed offsets of the
         `committed` ones), every call at once: a node that just died then costs a batch one
         wait, not one per call."""
-        from concurrent.futures import ThreadPoolExecutor
-
         calls = [(kind, what, groups) for what, wanted in (("describe", describe),
                                                            ("committed", committed))
                  for kind, groups in wanted.items() if groups]
-        with ThreadPoolExecutor(max_workers=max(1, len(calls)),
-                                thread_name_prefix="kafka-read") as pool:
-            futures = {(kind, what): pool.submit(getattr(self, what), list(groups), kind)
-                       for kind, what, groups in calls}
-            answers = {key: f.result() for key, f in futures.items()}
+        with self._pool_lock:
+            if self._closed:
+                raise ReaderError("the Kafka reader is closed")
+            if self._pool is None:
+                # two kinds of call per group type, four types: never more than eight
+                self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kafka-read")
+            pool = self._pool
+        futures = {(kind, what): pool.submit(getattr(self, what), list(groups), kind)
+                   for kind, what, groups in calls}
+        answers = {key: f.result() for key, f in futures.items()}
         return {kind: (answers.get((kind, "describe"), {}), answers.get((kind, "committed"), {}))
                 for kind in {*describe, *committed}}
 

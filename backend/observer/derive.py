@@ -85,7 +85,7 @@ def assignment_diff(before: Mapping[int, str], after: Mapping[int, str]) -> list
 def first_unread(committed: int | None, start: int = 0) -> int:
     """The offset a group reads next: its commit, clamped to the log start (records below it
     were deleted or compacted away); the log start when it has not committed."""
-    return start if committed is None else max(committed, start)
+    return start if committed is None or committed < start else committed
 
 
 def lag_messages(committed: int | None, end: int, start: int = 0,
@@ -99,7 +99,8 @@ def lag_messages(committed: int | None, end: int, start: int = 0,
     """
     if drained:
         return 0
-    return max(0, end - first_unread(committed, start))
+    left = end - first_unread(committed, start)
+    return left if left > 0 else 0
 
 
 def lag_seconds(committed: int | None, end: int, now_ms: int,
@@ -122,7 +123,7 @@ def lag_seconds(committed: int | None, end: int, now_ms: int,
         return 0.0
     if record_ts_ms is None:
         return None
-    return max(0.0, (now_ms - record_ts_ms) / 1000.0)
+    return (now_ms - record_ts_ms) / 1000.0 if now_ms > record_ts_ms else 0.0
 
 
 def unread_ranges(committed: Mapping[TP, int], ends: Mapping[TP, int],

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from backend.cluster.clients import error_text
 from backend.cluster.groups import TP
@@ -33,7 +34,7 @@ CYCLES_KEPT = 60
 
 
 class OverviewWatcher:
-    def __init__(self, settings: KafkaSettings, interval: float = 10.0, batch: int = 250,
+    def __init__(self, settings: KafkaSettings, interval: float = 10.0, batch: int = 1000,
                  lag_time_budget_s: float = 3.0) -> None:
         self.settings = settings
         self.interval = interval
@@ -55,6 +56,7 @@ class OverviewWatcher:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overview-read")
 
     # ---- readers ---------------------------------------------------------------------
 
@@ -104,17 +106,23 @@ class OverviewWatcher:
         self._times_deadline = time.monotonic() + self.lag_time_budget_s
         ends_cycle: dict[TP, int] = {}
         starts_cycle: dict[TP, int] = {}
-        for batch in self._batches([g.group for g in listed]):
+        batches = list(self._batches([g.group for g in listed]))
+        # the next batch is read while this one is folded in: the JVM and the broker work
+        # while Python computes, so a cycle costs about the larger of the two, not the sum
+        ahead = self._read_ahead(batches, 0, ends_cycle)
+        for i in range(len(batches)):
             if self._stop.is_set():  # stopping: the rows keep their last values
                 break
             try:
-                readings = self.collector.read_groups(batch)
-                self._offsets_for(readings, ends_cycle, starts_cycle)
+                readings, ends, starts = ahead.result()  # type: ignore[union-attr]
             except Exception as exc:  # the rest of the rows keep their last values
                 msg = str(exc) if isinstance(exc, ClusterError) else error_text(exc)
                 log.warning("overview batch failed: %s", msg)
                 errors += 1
                 break
+            ends_cycle.update(ends)
+            starts_cycle.update(starts)
+            ahead = self._read_ahead(batches, i + 1, ends_cycle)
             times = self._oldest_unread(readings, ends_cycle, starts_cycle)
             for r in readings:
                 row = self.model.update(r, ends_cycle, starts_cycle,
@@ -144,9 +152,18 @@ class OverviewWatcher:
             for i in range(0, len(order), self.batch):
                 yield order[i:i + self.batch]
 
-    def _offsets_for(self, readings: list[GroupReading], ends: dict[TP, int],
-                     starts: dict[TP, int]) -> None:
-        """Log ends and starts of every partition these groups read, once per cycle."""
+    def _read_ahead(self, batches: list[list[str]], i: int, known: Mapping[TP, int]
+                    ) -> Future | None:
+        """Start reading batch `i` (None past the last), on the watcher's reading thread."""
+        if i >= len(batches):
+            return None
+        return self._reading.submit(self._read_batch, batches[i], frozenset(known))
+
+    def _read_batch(self, batch: list[str], known: frozenset[TP]
+                    ) -> tuple[list[GroupReading], dict[TP, int], dict[TP, int]]:
+        """The groups' readings, and the log ends and starts of the partitions they read
+        that are not `known` yet this cycle (each partition's once per cycle)."""
+        readings = self.collector.read_groups(batch)
         topics = self.collector.topics()
         wanted: set[TP] = set()
         for r in readings:
@@ -159,11 +176,9 @@ class OverviewWatcher:
                 if p >= topics.get(t, 0):  # partitions added since the metadata was cached
                     topics = self.collector.topics(refresh=True)
                     break
-            wanted.update(tp for tp in mentioned if tp not in ends and tp[0] in topics)
-        if wanted:
-            e, s = self.collector.log_offsets(wanted)
-            ends.update(e)
-            starts.update(s)
+            wanted.update(tp for tp in mentioned if tp not in known and tp[0] in topics)
+        ends, starts = self.collector.log_offsets(wanted) if wanted else ({}, {})
+        return readings, ends, starts
 
     def _oldest_unread(self, readings: list[GroupReading], ends: Mapping[TP, int],
                        starts: Mapping[TP, int]) -> dict[str, dict[TP, int | None]]:
@@ -256,6 +271,7 @@ class OverviewWatcher:
                 with contextlib.suppress(Exception):
                     self._sampler.close()
                 self._sampler = None
+            self._reading.shutdown(wait=False, cancel_futures=True)
             self.collector.close()
         finally:
             self._cycle_lock.release()

@@ -10,7 +10,7 @@ cluster, not the uptime.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from backend.cluster.groups import TP
@@ -43,22 +43,32 @@ class _GroupMemory:
 
 def lag_rate(points: Iterable[tuple[int, int]], span_ms: int = RATE_SPAN_MS) -> float | None:
     """Least-squares slope of total lag over time, msg/s, from the points of the last
-    `span_ms`; None with fewer than two points or under a second of span."""
-    pts = list(points)
+    `span_ms`; None with fewer than two points or under a second of span. One pass over
+    the points: the overview computes it for every group every cycle."""
+    pts = points if isinstance(points, Sequence) else list(points)
     if len(pts) < 2:
         return None
     newest = pts[-1][0]
-    pts = [(t, v) for t, v in pts if newest - t <= span_ms]
-    if len(pts) < 2 or pts[-1][0] - pts[0][0] < 1000:
+    n = 0
+    st = sv = stt = stv = 0.0
+    oldest = newest
+    for t, v in pts:
+        if newest - t > span_ms:
+            continue
+        if n == 0:
+            oldest = t
+        n += 1
+        t -= newest  # centred near zero: no precision lost in t*t
+        st += t
+        sv += v
+        stt += t * t
+        stv += t * v
+    if n < 2 or newest - oldest < 1000:
         return None
-    n = len(pts)
-    mean_t = sum(t for t, _ in pts) / n
-    mean_v = sum(v for _, v in pts) / n
-    var = sum((t - mean_t) ** 2 for t, _ in pts)
-    if var == 0:
+    var = stt - st * st / n
+    if var <= 0:
         return None
-    cov = sum((t - mean_t) * (v - mean_v) for t, v in pts)
-    return cov / var * 1000.0
+    return (stv - st * sv / n) / var * 1000.0
 
 
 def catch_up_seconds(lag: int | None, rate: float | None) -> float | None:

@@ -59,3 +59,34 @@ def test_windows_slide_and_group_takes_the_worst():
     assert windows.evaluate(0, owned=True) == "STALL"
     assert windows.evaluate(1, owned=True) == "OK"  # never seen
     assert worst(["OK", "WARN", "STOP", "STALL"]) == "STOP"
+
+
+def test_the_windows_shortcut_for_unmoving_partitions_judges_as_the_rules_do():
+    """`OffsetWindows` judges a window of repeated points in constant time; over random
+    walks (repeats, moves, rewinds, missing commits, owned or not) it must agree with
+    `evaluate_partition` on the whole window at every step."""
+    import random
+
+    rng = random.Random(7)
+    rules = Rules(window=5, min_points=3, min_span_ms=2000)
+    for walk in range(300):
+        windows = OffsetWindows(rules)
+        kept: list[OffsetPoint] = []
+        committed: int | None = rng.choice([None, 10])
+        lag = rng.randint(0, 3)
+        ts = 0
+        for _ in range(rng.randint(1, 15)):
+            ts += rng.choice([300, 1000])
+            roll = rng.random()
+            if roll < 0.2:
+                committed = (committed or 0) + rng.randint(1, 3)
+            elif roll < 0.3:
+                committed = max(0, (committed or 0) - 2)
+            elif roll < 0.4:
+                lag = rng.randint(0, 3)
+            point = OffsetPoint(ts, committed, lag)
+            windows.add(walk, point)
+            kept = [*kept, point][-rules.window:]
+            for owned in (True, False):
+                assert windows.evaluate(walk, owned) == evaluate_partition(kept, owned, rules), (
+                    kept, owned)
