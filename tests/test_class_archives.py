@@ -1,14 +1,20 @@
-"""The class-data archives of Spark's engine and Kafka's nodes: keyed to their Java and jars,
-mapped by their JVMs, and never a reason for one not to start."""
+"""The class-data archives of Spark's engine, Kafka's nodes and the Kafka reader's JVM: keyed
+to their Java and jars, mapped by their JVMs, and never a reason for one not to start (the
+reader's are used for real in tests/kafkaread/test_reader_archive.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from backend import classdata as base
 from backend.cluster import classdata as kafka_classdata
 from backend.engine import classdata
 from backend.engine.session import check_engine
+from backend.kafkaread import classdata as reader_classdata
+from backend.kafkaread import gateway
+from backend.kafkaread.gateway import ReaderError
+from backend.stack import prepare
 from backend.stack.prepare import kafka_class_archive, spark_class_archive
 
 
@@ -59,6 +65,70 @@ def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeyp
     assert kafka.parent == first.parent and kafka_classdata.cached_archive() is None
     monkeypatch.setattr(kafka_classdata, "kafka_lib_dir", lambda: kafka_jars["cache-b"])
     assert kafka_classdata.archive_path() not in (None, kafka)
+
+
+def _touch_later(path: Path) -> None:
+    """A new file where `path` was: its time a second on (two writes may share a tick)."""
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+def test_the_reader_archive_is_keyed_to_its_java_its_jars_and_its_compiled_class(
+        tmp_path, monkeypatch):
+    """The reader's JVM refuses an archive recorded for another Java or another class path:
+    a rebuilt AdminReader jar, and another kafka-clients or py4j jar (or the same elsewhere),
+    each get a file of their own, beside the other archives."""
+    monkeypatch.setattr(base, "archive_dir", lambda: tmp_path / "env")
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk-a", b"#!/bin/sh\n")))
+    jars = {name: tmp_path / "jars" / name for name in
+            ("reader-1/AdminReader.jar", "kafka-clients-4.3.0.jar", "py4j0.10.9.9.jar")}
+    for jar in jars.values():
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        jar.write_bytes(b"jar")
+    reader_jar, clients, py4j = jars.values()
+    first = gateway.class_archive_path([reader_jar, clients, py4j])
+    assert first is not None and first.parent == tmp_path / "env" and first.suffix == ".jsa"
+    assert first.name.startswith(base.prefix(reader_classdata.NAME))
+    assert not first.name.startswith((base.prefix("kafka"), base.prefix("spark")))
+    assert gateway.cached_class_archive([reader_jar, clients, py4j]) is None
+    first.parent.mkdir(parents=True)
+    first.write_bytes(b"built")
+    assert gateway.cached_class_archive([reader_jar, clients, py4j]) == first
+    keys = {first}
+
+    def another(classpath: list[Path]) -> None:
+        key = gateway.class_archive_path(classpath)
+        assert key is not None and key not in keys
+        keys.add(key)
+
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path / "jdk-b", b"#!/bin/sh\n\n")))
+    another([reader_jar, clients, py4j])  # another Java
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk-a"))
+    rebuilt = tmp_path / "jars" / "reader-2" / "AdminReader.jar"  # another source
+    rebuilt.parent.mkdir()
+    rebuilt.write_bytes(b"jar")
+    another([rebuilt, clients, py4j])
+    _touch_later(reader_jar)  # the same source compiled again
+    another([reader_jar, clients, py4j])
+    _touch_later(py4j)  # another py4j of the same name
+    another([reader_jar, clients, py4j])
+    moved = tmp_path / "elsewhere" / clients.name
+    moved.parent.mkdir()
+    moved.write_bytes(clients.read_bytes())
+    another([reader_jar, moved, py4j])
+    assert gateway.class_archive_path([reader_jar, tmp_path / "gone.jar", py4j]) is None
+
+
+def test_a_reader_archive_that_cannot_be_built_is_one_line(tmp_path, monkeypatch):
+    """`make jars` goes on without the reader's archive: its JVM starts without one."""
+    def refuse(settings, progress):
+        raise ReaderError("the Kafka reader did not start (see its log)\nmore")
+
+    monkeypatch.setattr(reader_classdata, "build", refuse)
+    lines: list[str] = []
+    assert prepare.reader_class_archive(lines.append, settings=object()) is None
+    assert len(lines) == 1 and "the Kafka reader did not start" in lines[0]
+    assert "start without one" in lines[0]
 
 
 def test_jvm_options_map_an_archive_or_record_one(tmp_path):

@@ -11,6 +11,12 @@ raises `ReaderDown` ("reconnecting to the cluster") and the next call starts a f
 Its standard input stays open for its whole life: the client's settings and the gateway's
 token go in there (never in an argv or the environment), and its end (this process gone,
 however it died) ends the JVM.
+
+A page waits for a fresh JVM ("reconnecting to the cluster", the overview's first screen),
+and most of its start is reading and verifying Kafka's client classes from their jars: it
+maps them from a class-data archive when one was built for its Java and class path
+(backend/kafkaread/classdata.py, `make jars`). Where that archive lives is decided here,
+beside the class path it is only valid for.
 """
 
 from __future__ import annotations
@@ -25,14 +31,17 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import orjson
 
-from backend.classdata import archive_dir, java
+from backend import classdata as base
+from backend.classdata import archive_dir, java, jvm_options
 from backend.cluster.clients import quiet_admin
-from backend.cluster.jars import kafka_lib_dir
+from backend.cluster.jars import KAFKA_VERSION, kafka_lib_dir
 from backend.cluster.properties import KafkaConfigError
 from backend.cluster.settings import KafkaSettings
 from backend.kafkaread.javaconfig import java_properties, properties_text
@@ -53,8 +62,19 @@ START_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 15.0
 GRACE_S = 5.0
 HEAP = "-Xmx160m"
+# The JVM's own notices (an archive it cannot use and runs without, the classes it leaves out
+# of one it writes) go to its log, not to its standard output, whose first line must be the
+# PORT line this side waits for.
+_JVM_NOTICES = ("-Xlog:all=off:stdout", "-Xlog:all=warning:stderr",
+                "-XX:+DisplayVMOutputToStderr")
 _JVM_FLAGS = (HEAP, "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-              "-Djava.awt.headless=true")
+              "-Djava.awt.headless=true", *_JVM_NOTICES)
+# the reader's compiled classes: a jar, because the JVM archives classes of jars only (it
+# refuses to write an archive with a non-empty folder on its class path)
+READER_JAR = "AdminReader.jar"
+ARCHIVE_NAME = "kafka-reader"
+# AdminGateway's default: the archive built for this Java and class path, if there is one
+CACHED: Final = "cached"
 
 
 class ReaderError(RuntimeError):
@@ -90,33 +110,68 @@ def py4j_jar() -> Path:
 
 
 def compiled_classes(quiet: bool = True) -> Path:
-    """The reader's compiled classes, built once per source and Java (in the environment's
-    share folder beside the class-data archives)."""
+    """The jar of the reader's compiled classes, built once per source and Java (in the
+    environment's share folder beside the class-data archives)."""
     jars = [*_client_jars(), py4j_jar()]
     javac = _javac()
     key = hashlib.sha256(SOURCE.read_bytes() + str(javac).encode()
-                         + ":".join(j.name for j in jars).encode()).hexdigest()[:12]
+                         + ":".join(j.name for j in jars).encode()
+                         + READER_JAR.encode()).hexdigest()[:12]
     out = archive_dir() / f"kafka-reader-{key}"
     if (out / ".complete").exists():
-        return out
+        return out / READER_JAR
     if not quiet:
         print("compiling groupscope's Kafka reader (once per environment)", flush=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    done = subprocess.run([str(javac), "-nowarn", "-d", str(tmp), "-cp",
+    classes = tmp / "classes"
+    classes.mkdir(parents=True)
+    done = subprocess.run([str(javac), "-nowarn", "-d", str(classes), "-cp",
                            os.pathsep.join(map(str, jars)), str(SOURCE)],
                           capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         first = (done.stderr.strip().splitlines() or ["javac failed"])[0]
         raise ReaderError(f"cannot compile the Kafka reader: {first}")
+    with zipfile.ZipFile(tmp / READER_JAR, "w", zipfile.ZIP_DEFLATED) as jar:
+        for path in sorted(classes.rglob("*.class")):
+            jar.write(path, path.relative_to(classes).as_posix())
+    shutil.rmtree(classes)
     (tmp / ".complete").write_text(key)
     try:
         tmp.rename(out)
     except OSError:  # another process built it meanwhile
         shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return out / READER_JAR
+
+
+def class_path() -> list[Path]:
+    """The reader JVM's class path: our jar, then Kafka's client jars and py4j's."""
+    return [compiled_classes(), *_client_jars(), py4j_jar()]
+
+
+def class_archive_path(classpath: Sequence[Path] | None = None) -> Path | None:
+    """Where the reader's class-data archive for this Java and `classpath` (class_path())
+    lives; None without a java or a jar. A dynamic archive is valid only for the Java build
+    and the very jars (paths, sizes, times) it was recorded with, so each gets a file of its
+    own rather than one the JVM would refuse: the Java build and our jar are keyed by
+    backend/classdata.py (our jar's folder is named by AdminReader's source, the javac and
+    the client jars' names, and a rebuilt jar has a new time), the client jars here."""
+    jars = list(classpath) if classpath is not None else class_path()
+    ours, clients = jars[0], jars[1:]
+    digest = hashlib.sha256()
+    try:
+        for jar in clients:
+            stat = jar.stat()
+            digest.update(f"{jar.resolve()}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
+    return base.archive_path(ARCHIVE_NAME, f"{KAFKA_VERSION}-{digest.hexdigest()[:8]}", ours)
+
+
+def cached_class_archive(classpath: Sequence[Path] | None = None) -> Path | None:
+    """The archive to start the reader's JVM on, if it has been built."""
+    return base.cached(class_archive_path(classpath))
 
 
 def _javac() -> Path:
@@ -148,14 +203,26 @@ def log_path() -> Path:
 
 class AdminGateway:
     """One JVM running AdminReader for one cluster's settings, started on first use and
-    again after it died. Thread-safe: py4j gives each calling thread its own connection."""
+    again after it died. Thread-safe: py4j gives each calling thread its own connection.
+
+    `class_archive`: the class-data archive each JVM maps; by default (CACHED) the one built
+    for this Java and class path, looked up at every start (one built meanwhile is taken at
+    the next), None for none. `record_classes`: the JVM writes an archive there when it is
+    stopped (`stop`), and maps none (backend/kafkaread/classdata.py trains one so)."""
 
     def __init__(self, settings: KafkaSettings, client_id: str = "groupscope-reader",
-                 call_timeout: float = CALL_TIMEOUT_S, log_file: Path | None = None) -> None:
+                 call_timeout: float = CALL_TIMEOUT_S, log_file: Path | None = None,
+                 class_archive: Path | Literal["cached"] | None = CACHED,
+                 record_classes: Path | None = None) -> None:
         self.settings = settings
         self.client_id = client_id
         self.call_timeout = call_timeout
         self.log_file = log_file or log_path()
+        self.class_archive = class_archive
+        self.record_classes = record_classes
+        # the archive the running (or last) JVM was started on, None for none: whether the
+        # JVM took it, base.maps says
+        self.archive: Path | None = None
         self.starts = 0  # JVMs started (a restart counts), for stats and tests
         self.calls = 0
         self._lock = threading.Lock()
@@ -174,6 +241,11 @@ class AdminGateway:
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The JVM's process, while this gateway has one."""
+        return self._proc
+
     def _ensure(self) -> Any:
         with self._lock:
             if self._closed:
@@ -187,13 +259,20 @@ class AdminGateway:
     def _start_locked(self) -> None:
         from py4j.java_gateway import GatewayParameters, JavaGateway
 
-        classes = compiled_classes()
-        classpath = os.pathsep.join(map(str, [classes, *_client_jars(), py4j_jar()]))
+        jars = class_path()
+        classpath = os.pathsep.join(map(str, jars))
         runtime = java()
         if runtime is None:
             raise ReaderError("java not found: groupscope reads Kafka with Java 17")
         token = secrets.token_urlsafe(24)
-        argv = [str(runtime), *_JVM_FLAGS, "-cp", classpath, MAIN_CLASS]
+        # a missing archive: none; a stale one the JVM ignores (a line in the log), so no
+        # check here delays the start
+        archive = (cached_class_archive(jars) if self.class_archive == CACHED
+                   else self.class_archive)
+        archive = None if self.record_classes is not None else archive
+        argv = [str(runtime), *_JVM_FLAGS, *jvm_options(archive, self.record_classes), "-cp",
+                classpath, MAIN_CLASS]
+        self.archive = archive
         with open(self.log_file, "ab") as log_out:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=log_out, start_new_session=True)
@@ -230,6 +309,28 @@ class AdminGateway:
         """Kill the JVM now; the next call starts another."""
         with self._lock:
             self._stop_locked()
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """End the JVM as this process's exit would, by closing its standard input, and wait
+        for it (killed after `timeout`); its exit code, None without a JVM. Unlike a kill it
+        lets the JVM run its exit: one started with `record_classes` writes its archive
+        then. The next call starts another."""
+        with self._lock:
+            gateway, proc = self._gateway, self._proc
+            self._gateway = self._proc = None
+            if gateway is not None:
+                with contextlib.suppress(Exception):
+                    gateway.close(keep_callback_server=False,
+                                  close_callback_server_connections=False)
+            if proc is None:
+                return None
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=timeout)
+            _kill(proc)
+            return proc.returncode
 
     def close(self) -> None:
         with self._lock:

@@ -1,12 +1,14 @@
 """What a first `make demo` or `make test` prepares once, so later starts are offline and fast.
 
 Three things: Kafka's jars by Maven coordinates (backend/cluster/jars.py), in the user's cache
-and shared by every clone, then the class-data archives (backend/classdata.py) of Kafka's
-nodes and of Spark's engine, in this environment (their jars' paths are in them), each
-recorded while a training JVM does what the stack will ask of it.
-The training lives here rather than in the cluster and engine packages because it is their
-clients' work (the stack's topics, the replica's queries), and neither may depend on its
-clients.
+and shared by every clone, then the Kafka reader's compiled class and the class-data archives
+(backend/classdata.py) of Kafka's nodes, of the Kafka reader's JVM and of Spark's engine, in
+this environment (their jars' paths are in them), each recorded while a training JVM does
+what the stack will ask of it.
+The training of the nodes and the engine lives here rather than in the cluster and engine
+packages because it is their clients' work (the stack's topics, the replica's queries), and
+neither may depend on its clients. The reader is a client: its training is its own
+(backend/kafkaread/classdata.py), it only needs a broker to train against.
 
 An archive that cannot be built is a warning, not a failure: the JVM starts without it,
 only slower.
@@ -15,6 +17,7 @@ only slower.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from backend.cluster import classdata as kafka_classdata
 from backend.engine import classdata as spark_classdata
+from backend.kafkaread import classdata as reader_classdata
 
 if TYPE_CHECKING:
     from backend.cluster.settings import KafkaSettings
@@ -67,6 +71,33 @@ def kafka_class_archive(progress: Callable[[str], None] = print) -> Path | None:
     saying why) when it cannot be."""
     return _built(lambda: kafka_classdata.build(train_broker, progress), "Kafka's nodes",
                   progress)
+
+
+def reader_class_archive(progress: Callable[[str], None] = print,
+                         settings: KafkaSettings | None = None) -> Path | None:
+    """The Kafka reader JVM's archive for this Java and class path, built now if it is not
+    yet, training against the broker of `settings` or, without one, a throwaway node (which
+    maps Kafka's archive if it was built first); None (with one line saying why) when it
+    cannot be."""
+
+    def build() -> Path:
+        if settings is not None:
+            return reader_classdata.build(settings, progress)
+        built = reader_classdata.cached_archive()
+        if built is not None:  # no node to start
+            return built
+        from backend.cluster.embedded import EmbeddedBroker
+        from backend.netutil import free_port
+
+        with tempfile.TemporaryDirectory(prefix="groupscope-reader-training-") as work:
+            node = EmbeddedBroker(Path(work), port=free_port())
+            try:
+                node.start()
+                return reader_classdata.build(node.settings, progress)
+            finally:
+                node.stop()  # a node that did not get ready too
+
+    return _built(build, "the Kafka reader's JVMs", progress)
 
 
 def train_engine(remote: str) -> None:
@@ -115,6 +146,8 @@ def main() -> int:
 
     compiled_classes(quiet=False)
     kafka_class_archive(progress)
+    # after Kafka's: its training node starts on that archive
+    reader_class_archive(progress)
     spark_class_archive(progress)
     return 0
 
