@@ -53,8 +53,9 @@ from common import (
     stop,
 )
 
-from backend.cluster.clients import error_text, quiet_admin
+from backend.cluster.clients import quiet_admin
 from backend.cluster.groups import GroupDescription, describe_group
+from backend.errors import one_line
 from backend.observer.observer import Observer
 
 # name on the command line -> (protocol, assignor)
@@ -155,7 +156,7 @@ class Run:
         try:
             return describe_group(self.admin, self.group)
         except Exception as exc:  # a slow coordinator is a sample lost, not a failed bench
-            print(f"  describe failed: {error_text(exc)}", file=sys.stderr)
+            print(f"  describe failed: {one_line(exc)}", file=sys.stderr)
             return None
 
     def wait_settled(self, timeout: float = READY_TIMEOUT_S) -> GroupDescription:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from backend.errors import one_line
 from backend.observer.observer import DASHBOARD_INTERVAL_S
 
 T = TypeVar("T")
@@ -38,12 +39,6 @@ class Reading(Generic[T]):
 
     def age_s(self, now: float | None = None) -> float:
         return max(0.0, (now or time.time()) - self.taken_at)
-
-
-def one_line(exc: BaseException) -> str:
-    """Errors shown on a page: the first line, with the exception type only when it helps."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:500]
 
 
 class Poller(Generic[T]):

@@ -1,9 +1,10 @@
 """Colours and type sizes shared by pages and figures.
 
 Replica colours must be stable: the same replica keeps its colour across refreshes, tabs and
-restarts, so the room can follow "the orange one". The supervisor's palette (names.py) is used
-when it exists; otherwise the colour is derived from a hash of the name, never from its
-position in a list (positions change when a replica leaves).
+restarts, so the room can follow "the orange one". They are the supervisor's
+(`backend.supervisor.names.colour_for`, a fixed function of the name, never of its position
+in a list, which changes when a replica leaves), so the dashboard, the CLI and the charts
+paint a replica alike.
 
 Members this supervisor did not start (participants' laptops in a workshop room, a replica
 started by hand) get a second palette: light tints with dark text and a dashed outline, a
@@ -16,12 +17,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-# Distinct on both white and near-black backgrounds; ordered so neighbours differ strongly.
-PALETTE: tuple[str, ...] = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-    "#17becf", "#bcbd22", "#6b7280", "#0d9488", "#f59e0b", "#6366f1", "#84cc16",
-    "#ec4899", "#0ea5e9",
-)
+from backend.supervisor.names import colour_for
+
 UNOWNED = "#9ca3af"  # a partition nobody owns (mid-rebalance or empty group)
 REBALANCE_FILL = "rgba(234, 88, 12, 0.18)"
 
@@ -84,34 +81,9 @@ def health_fill(health: str) -> str:
     return HEALTH_FILLS.get(health, UNKNOWN_HEALTH_FILL)
 
 
-def _supervisor_colour(name: str) -> str | None:
-    try:
-        from backend.supervisor import names  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    for attr in ("colour_for", "color_for", "replica_colour", "replica_color"):
-        func = getattr(names, attr, None)
-        if callable(func):
-            try:
-                return str(func(name))
-            except Exception:
-                return None
-    return None
-
-
-_cache: dict[str, str] = {}
-
-
 def replica_colour(name: str | None) -> str:
     """A stable colour for a replica name (client id); grey when nobody owns it."""
-    if not name:
-        return UNOWNED
-    colour = _cache.get(name)
-    if colour is None:
-        colour = _supervisor_colour(name) or PALETTE[_stable_index(name, len(PALETTE))]
-        if len(_cache) < 4096:
-            _cache[name] = colour
-    return colour
+    return colour_for(name) if name else UNOWNED
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from backend.cluster.topics import add_partitions, ensure_input_topic
 from backend.contracts import DEFAULT_PARTITIONS, REQUIRED_FIELDS, TelemetryMessage
 from backend.fleet.pacing import TokenBucket
 from backend.fleet.simulator import (
+    _GOLDEN,
     DEFAULT_STREAMS,
     FleetError,
     FleetSimulator,
@@ -123,6 +124,28 @@ def test_route_position_wraps_and_interpolates() -> None:
     a, b = route.points[0], route.points[1]
     assert route.position(half) == pytest.approx(((a[0] + b[0]) / 2, (a[1] + b[1]) / 2))
     assert 8_000 < route.length_m < 20_000
+
+
+def test_a_message_encodes_to_the_bytes_consumers_have_always_read() -> None:
+    message = TelemetryMessage(stream_id="car-07", seq=41, ts=1_732_000_000_123, speed_kmh=52.31,
+                               rpm=2345.6, gear=3, engine_temp_c=88.12, lat=52.371234,
+                               lon=4.901234)
+    assert message.encode() == (
+        b'{"stream_id":"car-07","seq":41,"ts":1732000000123,"speed_kmh":52.31,"rpm":2345.6,'
+        b'"gear":3,"engine_temp_c":88.12,"lat":52.371234,"lon":4.901234}')
+    assert orjson.loads(message.encode()) == message.to_dict()
+
+
+def test_the_simulator_writes_the_bytes_it_wrote_before_it_used_the_contract() -> None:
+    """The same car, driven alongside, encoded the way the simulator used to: a dict literal."""
+    sim = FleetSimulator(KafkaSettings("127.0.0.1:1"), "telemetry", streams=3)
+    twin = Car.create("car-03", start_fraction=(3 * _GOLDEN) % 1.0)
+    for seq, ts in enumerate(range(1_732_000_000_000, 1_732_000_060_000, 250)):
+        speed, gear, rpm, temp, lat, lon = twin.step(ts)
+        before = orjson.dumps({"stream_id": "car-03", "seq": seq, "ts": ts, "speed_kmh": speed,
+                               "rpm": rpm, "gear": gear, "engine_temp_c": temp,
+                               "lat": lat, "lon": lon})
+        assert sim._message("car-03", seq, ts) == before
 
 
 def test_token_bucket_keeps_the_rate_whatever_the_loop_timing() -> None:

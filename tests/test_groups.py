@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-from confluent_kafka import ConsumerGroupState, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, TopicPartition
 
 from backend.cluster.groups import description_from, state_name
+from backend.contracts import CLASSIC, CONSUMER, GROUP_TYPES, SHARE, group_type
 
 
 def _member(client: str, parts: list[tuple[str, int]], target=None) -> NS:
@@ -42,3 +43,15 @@ def test_a_kip848_group_moving_partitions_is_reconciling_not_unknown() -> None:
     d = description_from("g", desc)
     assert (d.state, d.protocol, d.assignor) == ("Reconciling", "consumer", None)
     assert d.members[0].target == (("t", 0), ("t", 1))
+
+
+def test_group_types_are_parsed_into_the_contract_s_words() -> None:
+    assert [group_type(t) for t in ConsumerGroupType] == [None, CONSUMER, CLASSIC]
+    assert [group_type(word.upper()) for word in GROUP_TYPES] == list(GROUP_TYPES)
+    assert group_type("Share") == SHARE and group_type(None) is None
+    for kind, protocol in ((ConsumerGroupType.CONSUMER, CONSUMER),
+                           (ConsumerGroupType.CLASSIC, CLASSIC),
+                           (ConsumerGroupType.UNKNOWN, CLASSIC),  # a broker before KIP-848
+                           (None, CLASSIC)):
+        desc = NS(members=[], type=kind, state=ConsumerGroupState.EMPTY, partition_assignor="")
+        assert description_from("g", desc).protocol == protocol

@@ -1,6 +1,6 @@
 """confluent-kafka admin clients as groupscope makes them, for the stack's own topic set-up:
 quiet (librdkafka's log lines dropped; errors arrive through error_cb or exceptions, worded
-by `error_text`).
+by `backend.errors.one_line`).
 
 Reading a cluster's groups and offsets is not done here but through the Kafka reading layer
 (`backend/kafkaread`): librdkafka 2.16's admin aborts the process when a coordinator-bound
@@ -40,11 +40,3 @@ def quiet_admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:
         raise KafkaConfigError(settings.setup_error(exc)) from None
 
 
-def error_text(exc: BaseException) -> str:
-    """The first line of a client error, with librdkafka's error name when it has one."""
-    err = exc.args[0] if exc.args else None
-    name = getattr(err, "name", None)
-    text = getattr(err, "str", None)
-    if callable(name) and callable(text):
-        return f"{name()}: {text()}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

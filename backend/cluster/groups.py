@@ -1,8 +1,9 @@
 """One reading of DescribeConsumerGroups for the supervisor, the observer and the status page.
 
 librdkafka reports group states as enum names (`PREPARING_REBALANCING`) and hides the protocol in
-a `type` enum; everything above this module sees Kafka's own vocabulary (`PreparingRebalance`,
-`classic` / `consumer`) and plain tuples, so the three readers cannot drift apart.
+a `type` enum; everything above this module sees Kafka's own vocabulary (states such as
+`PreparingRebalance`, group types as `backend.contracts.GROUP_TYPES` names them) and plain
+tuples, so the three readers cannot drift apart.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from backend.contracts import CLASSIC, CONSUMER, group_type
 
 TP = tuple[str, int]  # (topic, partition)
 
@@ -57,7 +60,7 @@ class GroupMember:
 class GroupDescription:
     group: str
     state: str  # Stable, PreparingRebalance, CompletingRebalance, Reconciling, Empty, Dead, Unknown
-    protocol: str  # the group's type: classic, consumer (KIP-848), share or streams
+    protocol: str  # the group's type, one of GROUP_TYPES (backend.contracts)
     assignor: str | None
     members: tuple[GroupMember, ...]
     epoch: int | None = None  # group epoch (consumer, share, streams groups)
@@ -82,10 +85,10 @@ def description_from(group: str, desc: Any) -> GroupDescription:
         ) for m in desc.members),
         key=lambda m: (m.client_id, m.member_id),
     ))
-    protocol = "consumer" if getattr(getattr(desc, "type", None), "name", "") == "CONSUMER" \
-        else "classic"
+    # librdkafka says UNKNOWN when the broker predates group types (KIP-848): a classic group
+    protocol = group_type(getattr(desc, "type", None)) or CLASSIC
     state = state_name(getattr(desc, "state", "UNKNOWN"))
-    if protocol == "consumer" and state == "Unknown" and members:
+    if protocol == CONSUMER and state == "Unknown" and members:
         # KIP-848 groups also report Assigning / Reconciling, which librdkafka's enum has no
         # names for: a live group moving partitions, not an unknown one
         state = "Reconciling"
@@ -100,6 +103,6 @@ def describe_group(admin: AdminClient, group: str, timeout: float = 5.0) -> Grou
         desc = future.result(timeout=timeout + 1)
     except KafkaException as exc:
         if "GROUP_ID_NOT_FOUND" in str(exc):
-            return GroupDescription(group, "Dead", "classic", None, ())
+            return GroupDescription(group, "Dead", CLASSIC, None, ())
         raise
     return description_from(group, desc)

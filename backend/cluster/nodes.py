@@ -34,6 +34,7 @@ from backend.cluster.embedded import (
 from backend.cluster.jars import KAFKA_VERSION
 from backend.cluster.settings import KafkaSettings
 from backend.contracts.control import BROKER_ACTIONS, NODE_REQUEST_TIMEOUT_S, BrokerNode
+from backend.errors import one_line
 from backend.netutil import PortBusyError, free_port, wait_until
 from backend.proc import STOP_BUDGET_S, StopSignals
 
@@ -158,8 +159,7 @@ class EmbeddedCluster:
             if failures:  # one line naming the node: its busy port, its failed format
                 if isinstance(failures[0], PortBusyError):
                     raise failures[0]
-                first = str(failures[0]).splitlines()[0] or type(failures[0]).__name__
-                raise ClusterError(first) from failures[0]
+                raise ClusterError(one_line(failures[0])) from failures[0]
             for i, node in self.nodes.items():  # spawned from this thread: see launch()
                 node.launch(configs[i])
             self._write_cluster_file()
@@ -280,7 +280,7 @@ class EmbeddedCluster:
                 do = {"kill": self.kill, "stop": self.stop_node, "start": self.start_node}
                 answer = {"ok": True, "node": do[action](node_id).model_dump()}
             except (ClusterError, BrokerStartError) as exc:
-                answer = {"ok": False, "error": str(exc).splitlines()[0]}
+                answer = {"ok": False, "error": one_line(exc)}
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 answer = {"ok": False, "error": f"malformed request: {exc}"}
             tmp = reply.with_suffix(".tmp")

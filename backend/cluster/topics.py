@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from backend.cluster.clients import error_text, quiet_admin
+from backend.cluster.clients import quiet_admin
 from backend.cluster.embedded import min_isr_for, replication_for
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import (
@@ -26,6 +26,7 @@ from backend.contracts import (
     events_topic,
     summaries_topic,
 )
+from backend.errors import one_line
 
 ADMIN_TIMEOUT_S = 15.0
 
@@ -113,7 +114,7 @@ def _describe(admin: AdminClient, names: list[str]) -> dict[str, tuple[int, int]
     try:
         md = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     except KafkaException as exc:
-        raise TopicError(f"cannot list topics: {error_text(exc)}",
+        raise TopicError(f"cannot list topics: {one_line(exc)}",
                          transient=_transient(exc)) from None
     found: dict[str, tuple[int, int]] = {}
     for name in names:
@@ -151,7 +152,7 @@ def _configs_once(admin: AdminClient, names: list[str]) -> dict[str, dict[str, s
             # the topic is in the metadata (ensure waited for it), so "unknown" here is a
             # broker that has not heard of it yet: passing too
             raise TopicError(f"cannot read the config of topic {res.name}: "
-                             f"{error_text(exc)}", transient=_transient(exc) or _is_code(
+                             f"{one_line(exc)}", transient=_transient(exc) or _is_code(
                                  exc, KafkaError.UNKNOWN_TOPIC_OR_PART)) from None
         # only what was set on the topic (plus the cleanup policy): a small, readable dict
         out[res.name] = {k: e.value for k, e in entries.items()
@@ -192,7 +193,7 @@ def ensure(settings: KafkaSettings, specs: list[TopicSpec]) -> list[TopicInfo]:
             except KafkaException as exc:
                 if _is_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):
                     continue  # another process won the race: fine, it exists
-                failures.append(f"{name}: {error_text(exc)}")
+                failures.append(f"{name}: {one_line(exc)}")
         if failures:
             raise TopicError("broker refused to create topic " + "; ".join(failures))
         _wait_visible(admin, {s.name: s.partitions for s in to_create}, ADMIN_TIMEOUT_S)
@@ -291,7 +292,7 @@ def add_partitions(settings: KafkaSettings, topic: str, n: int) -> TopicInfo:
             # a concurrent grow to the same count reports INVALID_PARTITIONS: re-check below
             if not _is_code(exc, KafkaError.INVALID_PARTITIONS):
                 raise TopicError(f"broker refused to grow {topic} to {n} partitions: "
-                                 f"{error_text(exc)}") from None
+                                 f"{one_line(exc)}") from None
         _wait_visible(admin, {topic: n}, ADMIN_TIMEOUT_S)
     parts, replication = _describe(admin, [topic])[topic]
     if parts != n:

@@ -1,4 +1,5 @@
-"""The message contracts shared by replica, fleet, observer and dashboard (DESIGN.md).
+"""The message contracts shared by replica, fleet, observer and dashboard (the table of
+docs/architecture.md, "Contracts", says which module of this package holds which fact).
 
 The observer must never import the replica, so everything the two exchange over Kafka, and
 the Snapshot the dashboard reads, is defined in this package: plain dataclasses, built per
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter
 
 # ---- topics and group -------------------------------------------------------------------
@@ -32,6 +34,26 @@ def summaries_topic(group: str) -> str:
 
 def dead_letter_topic(group: str) -> str:
     return f"{group}.dead-letters"
+
+
+# ---- group types ------------------------------------------------------------------------
+
+# Kafka's group types, as every part of groupscope names them: classic (the original
+# rebalance protocol), consumer (KIP-848), share (KIP-932 queues), streams (KIP-1071). The
+# first two are also the protocols a replica joins with (`control.PROTOCOL_ASSIGNORS`). Here
+# rather than in `overview.py`, which re-exports them, so the replica and the control plane
+# can name them without loading the overview's models.
+CLASSIC, CONSUMER, SHARE, STREAMS = "classic", "consumer", "share", "streams"
+GROUP_TYPES: tuple[str, ...] = (CLASSIC, CONSUMER, SHARE, STREAMS)
+
+
+def group_type(value: object) -> str | None:
+    """The word of GROUP_TYPES for a group type as a client library gives it (librdkafka's
+    `ConsumerGroupType.CONSUMER` or its name, any case), None for a type Kafka has no word
+    for (librdkafka's UNKNOWN): every reader parses into the one vocabulary here rather than
+    through a table of its own."""
+    word = str(getattr(value, "name", value)).lower()
+    return word if word in GROUP_TYPES else None
 
 
 # ---- input message ----------------------------------------------------------------------
@@ -57,6 +79,14 @@ class TelemetryMessage:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def encode(self) -> bytes:
+        """The record's value on the wire: compact JSON, the fields in the order above.
+
+        orjson writes a dataclass by itself, so the field names are this class's and nobody
+        else's; no validation happens here (a producer may send thousands a second, and the
+        consumers dead-letter what is malformed anyway)."""
+        return orjson.dumps(self)
 
 
 # ---- events -----------------------------------------------------------------------------
@@ -96,10 +126,10 @@ class Event:
 
 
 # ---- snapshot (observer → dashboard, `groupscope snapshot --json`) ---------------------
-# Frozen dataclasses, built on every poll: as pydantic models they measured ~25 % slower to
-# build (bench/contract_models.py), so pydantic only reads and writes them (SNAPSHOT_JSON),
-# where it is several times faster than dataclasses.asdict and replaces a hand-written
-# from_dict.
+# Frozen dataclasses, built on every poll: as pydantic models they were slower to build
+# (see bench/README.md, "Contract types: dataclass vs pydantic"), so pydantic only reads and
+# writes them (SNAPSHOT_JSON), where it is several times faster than dataclasses.asdict and
+# replaces a hand-written from_dict.
 
 
 @dataclass(frozen=True)
@@ -129,6 +159,9 @@ class PartitionView:
     health: str = "OK"  # OK, WARN, STALL, STOP, REWIND
     owner_member_id: str | None = None  # member id of the owner (client ids can repeat)
     lag_seconds_exact: bool = False  # True: from the broker (record timestamp, or nothing left)
+    # True: `lag_messages` is the lag the broker reports (a share group, KIP-1226: records
+    # not yet acknowledged) rather than groupscope's end - committed
+    lag_reported: bool = False
     # Kafka's side of the partition, from the topic's metadata: broker ids. `replicas` empty
     # means not known (metadata not read); `leader` None with replicas known means offline.
     leader: int | None = None
@@ -241,7 +274,7 @@ class Snapshot:
     group: str
     topic: str | None
     state: str
-    protocol: str  # classic or consumer
+    protocol: str  # the group's type, one of GROUP_TYPES
     assignor: str | None
     generation: int | None
     members: tuple[MemberView, ...]
@@ -254,8 +287,9 @@ class Snapshot:
     max_lag_seconds: float | None = None
     events: tuple[Event, ...] = ()  # recent replica events (our own groups only)
     partition_count: int = 0
-    # KIP-848 only, when `__consumer_offsets` is readable: the epoch of the assignment the
-    # coordinator targets; behind `generation` while members still reconcile towards it
+    # The epoch of the assignment the coordinator targets; behind `generation` while members
+    # still reconcile towards it. A consumer group's when `__consumer_offsets` is readable;
+    # a share or streams group's from its description
     target_epoch: int | None = None
     # Kafka's side, from the watched topic's metadata read in the same poll: every broker
     # known (up or down) with its counts over the topic's partitions, the topic's

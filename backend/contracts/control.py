@@ -28,15 +28,17 @@ from pydantic import (
     model_validator,
 )
 
+from backend.contracts import CLASSIC, CONSUMER
+
 # ---- group choices ----------------------------------------------------------------------
 
 PROTOCOL_ASSIGNORS: dict[str, tuple[str, ...]] = {
     # classic protocol: the client-side assignors librdkafka ships
-    "classic": ("range", "roundrobin", "cooperative-sticky"),
+    CLASSIC: ("range", "roundrobin", "cooperative-sticky"),
     # KIP-848 consumer protocol: the broker's server-side assignors
-    "consumer": ("uniform", "range"),
+    CONSUMER: ("uniform", "range"),
 }
-DEFAULT_PROTOCOL = "classic"
+DEFAULT_PROTOCOL = CLASSIC
 DEFAULT_ASSIGNOR = PROTOCOL_ASSIGNORS[DEFAULT_PROTOCOL][0]
 ALL_ASSIGNORS: tuple[str, ...] = tuple(
     dict.fromkeys(a for assignors in PROTOCOL_ASSIGNORS.values() for a in assignors))

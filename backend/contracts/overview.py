@@ -15,6 +15,9 @@ from functools import cached_property
 
 from pydantic import TypeAdapter
 
+# GROUP_TYPES is defined with the other shared words in `backend.contracts`; re-exported for
+# the overview's readers, which name a row's type with it
+from backend.contracts import GROUP_TYPES as GROUP_TYPES
 from backend.contracts import BrokerView
 
 # ---- health -------------------------------------------------------------------------------
@@ -40,13 +43,6 @@ def worst(statuses: Iterable[str]) -> str:
         if s in seen:
             return s
     return OK
-
-
-# ---- group types --------------------------------------------------------------------------
-
-# Kafka's group types, as every part of groupscope names them: classic (the original
-# rebalance protocol), consumer (KIP-848), share (KIP-932 queues), streams (KIP-1071)
-GROUP_TYPES: tuple[str, ...] = ("classic", "consumer", "share", "streams")
 
 
 # ---- bounds -------------------------------------------------------------------------------

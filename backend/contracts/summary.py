@@ -1,4 +1,5 @@
-"""The mergeable per-stream Summary (DESIGN.md contract) and the per-batch partials it merges.
+"""The mergeable per-stream Summary and the per-batch partials it merges (docs/architecture.md,
+"Contracts": what a Summary carries).
 
 The replica writes it to the summaries changelog; the observer, dashboard and chaos verifier
 read it back. Pure Python, no Kafka and no Spark, so every rule here has a fast unit test. A

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from backend.engine.server import DEFAULT_PORT
 from backend.engine.session import EngineUnavailable, spark_remote
+from backend.errors import one_line
 
 ENV_UI = "GROUPSCOPE_SPARK_UI"  # the driver's web UI, when the Connect host's is not it
 DEFAULT_UI_PORT = 4040  # Spark's, when the engine does not say
@@ -76,15 +77,9 @@ def executors_at(ui_url: str, timeout: float = REST_TIMEOUT_S) -> list[ExecutorI
         items = _get_json(f"{base}/{apps[0]['id']}/allexecutors", timeout)
     except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
         raise EngineUnavailable(f"the Spark UI at {ui_url} did not list executors: "
-                                f"{_one_line(exc)}") from None
+                                f"{one_line(exc)}") from None
     found = [ExecutorInfo.from_json(item) for item in items if isinstance(item, dict)]
     return sorted(found, key=_order)
-
-
-def _one_line(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None) or exc
-    text = str(reason).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _order(e: ExecutorInfo) -> tuple[int, int, str]:
@@ -116,7 +111,7 @@ def discover_ui(remote: str | None = None, token: str | None = None) -> str:
         ui_port = str(session.conf.get("spark.ui.port", str(DEFAULT_UI_PORT)))
     except Exception as exc:
         raise EngineUnavailable(f"the engine at {url} did not say where its web UI is: "
-                                f"{_one_line(exc)}") from None
+                                f"{one_line(exc)}") from None
     finally:
         with contextlib.suppress(Exception):  # only a question was asked; a failed close
             session.stop()  # changes nothing

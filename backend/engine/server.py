@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from backend.classdata import jvm_options
 from backend.engine.classdata import cached_archive
+from backend.errors import one_line
 from backend.netutil import ensure_port_free, free_port, port_open
 from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, StopSignals
 
@@ -22,12 +23,12 @@ if TYPE_CHECKING:
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 # The engine's heap (-Xms = -Xmx, pre-touched: see command()), so its RSS is this plus what a
-# JVM running Spark keeps outside the heap, ~450 MB after a minute of the demo's load (classes
-# ~150 MB, compiled code, GC tables, thread stacks, gRPC's buffers). 1g made a 1.5 GB JVM;
-# 480m one of ~0.94 GB under 3 replicas' 1-s batches of 3 000 rows, and it never ran out
-# under the tests' heavier load (four sessions summarising 20 000-row batches at once: live
-# heap ~180-250 MB after a full GC). Spark refuses a heap under 450 MiB (1.5 x its 300 MiB
-# reserve). `groupscope up` and `groupscope spark` take GROUPSCOPE_SPARK_MEMORY.
+# JVM running Spark keeps outside the heap (classes, compiled code, GC tables, thread stacks,
+# gRPC's buffers). This size keeps the engine under the demo's 1 GB target with three
+# replicas, where 1g made it far larger, and its live heap stayed well below it under the
+# tests' heavier load (four sessions summarising 20 000-row batches at once): see
+# bench/README.md, "The Spark engine's memory". Spark refuses a heap under 450 MiB (1.5 x its
+# 300 MiB reserve). `groupscope up` and `groupscope spark` take GROUPSCOPE_SPARK_MEMORY.
 DEFAULT_DRIVER_MEMORY = "480m"
 
 
@@ -36,7 +37,8 @@ class EngineStartError(ServiceStartError):
 
 
 def spark_home() -> Path:
-    """pyspark's directory, found without importing it (~20 MB a waiting process keeps)."""
+    """pyspark's directory, found without importing it (an import a waiting process would
+    keep in memory: see bench/README.md, "The Spark engine's memory")."""
     import importlib.util
 
     spec = importlib.util.find_spec("pyspark")
@@ -131,8 +133,9 @@ class SparkConnectServer:
             # of 20 000-row batches it alone filled a 512m heap (OutOfMemoryError)
             "spark.connect.session.planCache.enabled": "false",
             # AQE runs each query's result stage on a pool that starts a new thread for every
-            # query until it holds 1024 (idle ones end after 60 s): at 3 queries/s that was
-            # 180 threads; 64 still lets every replica (MAX_REPLICAS) have a query running
+            # query until it holds 1024 (idle ones end after 60 s): at the demo's query rate
+            # that piled up idle threads (see bench/README.md, "The Spark engine's memory");
+            # 64 still lets every replica (MAX_REPLICAS) have a query running
             "spark.sql.resultQueryStage.maxThreadThreshold": "64",
             # a replica that was SIGKILLed never closes its session; free it after 3 minutes
             # instead of Spark's default hour
@@ -185,11 +188,12 @@ class SparkConnectServer:
         return self._service.popen
 
     def wait_ready(self, timeout: float, warm_up: bool = True, query: bool = True) -> None:
-        """Ready means a real query answers; warming up moves Spark's ≈6 s first-query cost
-        here, before any replica joins a group. Without `query`, ready means gRPC listens
-        (the server opens it once its Spark session is up): see run_foreground. On a
-        cluster, also every worker's executor registered with the driver, and a master or
-        worker that dies meanwhile ends the wait at once."""
+        """Ready means a real query answers; warming up moves a fresh engine's first-query cost
+        (seconds: see bench/README.md, "A faster start: Spark's class-data archive, Spark
+        serving, the first replica alone") here, before any replica joins a group. Without
+        `query`, ready means gRPC listens (the server opens it once its Spark session is
+        up): see run_foreground. On a cluster, also every worker's executor registered with
+        the driver, and a master or worker that dies meanwhile ends the wait at once."""
         from backend.engine.session import check_engine
 
         def answers() -> bool:
@@ -238,8 +242,9 @@ class SparkConnectServer:
         """`groupscope spark`, under `up` or honcho: waits only until gRPC listens (and, on a
         cluster, every executor registered). The real query and the warm-up are the
         launcher's readiness probe (or the first client's); made here too they would load
-        the Connect client into this process, which then only waits for a signal (~110 MB of
-        the engine's RSS), and run the warm-up twice at once beside `up`'s.
+        the Connect client into this process, which then only waits for a signal (memory for
+        nothing: see bench/README.md, "The Spark engine's memory"), and run the warm-up twice
+        at once beside `up`'s.
 
         A stop signal during start-up ends it cleanly; a start-up that fails is one line
         (exit 1). Once up, a worker that dies is reported and the rest carries on, as a
@@ -256,7 +261,7 @@ class SparkConnectServer:
             except KeyboardInterrupt:
                 return 0
             except EngineStartError as exc:
-                sys.stderr.write(f"groupscope spark: {str(exc).splitlines()[0]}\n")
+                sys.stderr.write(f"groupscope spark: {one_line(exc)}\n")
                 return 1
             starting = False
             sys.stderr.write(self.describe() + "\n")

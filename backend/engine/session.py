@@ -11,6 +11,7 @@ import warnings
 
 from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
 from backend.engine.server import DEFAULT_PORT
+from backend.errors import one_line
 
 ENV_REMOTE = "SPARK_REMOTE"
 # The room's Spark Connect token. Not SPARK_CONNECT_AUTHENTICATE_TOKEN: pyspark reads that one
@@ -97,9 +98,7 @@ def _without(secret: str | None, exc: BaseException) -> str:
     if name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
         return ("the engine refused this client's token (" + name + "): pass the room's Spark "
                 "token with --spark-token or GROUPSCOPE_SPARK_TOKEN")
-    details = getattr(exc, "details", None)
-    text = details() if callable(details) else str(exc)
-    text = (text or type(exc).__name__).strip().splitlines()[0]
+    text = one_line(exc, limit=None)  # uncut: a cut could leave half a token to slip by
     return text.replace(secret, "***") if secret else text
 
 

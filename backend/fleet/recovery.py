@@ -32,6 +32,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
+from backend.errors import one_line
 
 FIRST_WINDOW = 512
 MAX_WINDOW = 65_536
@@ -107,7 +108,7 @@ def _partitions(consumer: Consumer, topic: str, timeout: float) -> list[_Part]:
     try:
         md = consumer.list_topics(topic, timeout=min(timeout, 15.0))
     except KafkaException as exc:
-        raise RecoveryError(f"cannot read metadata of {topic}: {exc}") from None
+        raise RecoveryError(f"cannot read metadata of {topic}: {one_line(exc)}") from None
     meta = md.topics.get(topic)
     if meta is None or meta.error is not None:
         return []  # no topic, no history: every stream starts at 0
@@ -131,8 +132,7 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple
                 KafkaError.UNKNOWN_TOPIC_OR_PART))
             if not retriable or time.monotonic() >= deadline:
                 raise RecoveryError(f"cannot read the offsets of {tp.topic} [{tp.partition}]: "
-                                    f"{err.str() if isinstance(err, KafkaError) else exc}"
-                                    ) from None
+                                    f"{one_line(exc)}") from None
             time.sleep(0.2)
 
 

@@ -17,12 +17,12 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import orjson
 from confluent_kafka import KafkaError, Producer
 
 from backend.cluster.partitioner import partition_for
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
+from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC, TelemetryMessage
+from backend.errors import one_line
 from backend.fleet.pacing import TokenBucket, check_rate
 from backend.fleet.recovery import recover_next_seq
 from backend.fleet.telemetry import Car
@@ -261,7 +261,7 @@ class FleetSimulator:
         try:
             return recover_next_seq(self.settings, self.topic, keys).next_seq
         except Exception as exc:  # a background thread must report, not die silently
-            self._note_error(f"could not add streams: {exc}")
+            self._note_error(f"could not add streams: {one_line(exc)}")
             return None
 
     def _apply_streams(self, gen: int, wanted: list[str],
@@ -371,9 +371,10 @@ class FleetSimulator:
             index = int(key.rsplit("-", 1)[1])
             car = self._cars[key] = Car.create(key, start_fraction=(index * _GOLDEN) % 1.0)
         speed, gear, rpm, temp, lat, lon = car.step(ts)
-        return orjson.dumps({"stream_id": key, "seq": seq, "ts": ts, "speed_kmh": speed,
-                             "rpm": rpm, "gear": gear, "engine_temp_c": temp,
-                             "lat": lat, "lon": lon})
+        # through the contract, which alone names the fields: about 1 µs more than a dict
+        # literal, of the 21-43 µs a message costs at the fleet's top rate (bench/README.md)
+        return TelemetryMessage(stream_id=key, seq=seq, ts=ts, speed_kmh=speed, rpm=rpm,
+                                gear=gear, engine_temp_c=temp, lat=lat, lon=lon).encode()
 
     # ---- callbacks (run in the producer thread, inside poll/flush) -------------------------
 

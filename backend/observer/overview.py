@@ -19,10 +19,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from backend.cluster.clients import error_text
 from backend.cluster.groups import TP
 from backend.cluster.settings import KafkaSettings
 from backend.contracts.overview import CycleStats, GroupRow, Overview
+from backend.errors import one_line
 from backend.observer.derive import unread_ranges
 from backend.observer.overview_collect import ClusterCollector, ClusterError, GroupReading
 from backend.observer.overview_model import OverviewModel
@@ -85,7 +85,7 @@ class OverviewWatcher:
             try:
                 listener(overview)
             except Exception as exc:  # an alert sink must not stop the watcher
-                log.warning("overview listener failed: %s", error_text(exc))
+                log.warning("overview listener failed: %s", one_line(exc))
         return overview
 
     def _cycle(self) -> Overview:
@@ -99,7 +99,7 @@ class OverviewWatcher:
         except ClusterError as exc:
             return self._publish(error=str(exc))
         except Exception as exc:  # an unexpected answer must not kill the loop
-            return self._publish(error=error_text(exc))
+            return self._publish(error=one_line(exc))
         self._listed = len(listed)
         self.model.listed(listed, partial=self.collector.partial)
         self._publish()
@@ -116,8 +116,7 @@ class OverviewWatcher:
             try:
                 readings, ends, starts = ahead.result()  # type: ignore[union-attr]
             except Exception as exc:  # the rest of the rows keep their last values
-                msg = str(exc) if isinstance(exc, ClusterError) else error_text(exc)
-                log.warning("overview batch failed: %s", msg)
+                log.warning("overview batch failed: %s", one_line(exc))
                 errors += 1
                 break
             ends_cycle.update(ends)
@@ -197,7 +196,7 @@ class OverviewWatcher:
         try:
             return self._read_times(wanted)
         except Exception as exc:  # needs READ on the topics; without it only seconds are lost
-            log.warning("record timestamps unavailable: %s", error_text(exc))
+            log.warning("record timestamps unavailable: %s", one_line(exc))
             return {}
 
     def _read_times(self, wanted: dict[str, dict[TP, tuple[int, int]]]
@@ -250,7 +249,7 @@ class OverviewWatcher:
             try:
                 self.refresh_once()
             except Exception as exc:  # never let an always-on watcher die silently
-                log.warning("overview cycle failed: %s", error_text(exc))
+                log.warning("overview cycle failed: %s", one_line(exc))
             self._wake.wait(max(0.0, self.interval - (time.monotonic() - began)))
             self._wake.clear()
 

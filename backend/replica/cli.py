@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from backend.cli_common import UserError, add_cluster_args, positive
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
 from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
+from backend.errors import one_line
 
 if TYPE_CHECKING:  # pyspark and pyarrow load only when a replica really runs
     from backend.replica.spark_summary import SparkSummariser
@@ -86,7 +87,7 @@ def _standby(args: argparse.Namespace) -> int:
     except Exception as exc:  # the replica it becomes retries with backoff and reports
         spark.reset()
         log.warning("standby: no Spark warm-up (%s); the replica will warm up itself",
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    one_line(exc))
     log.info("%s in %.2f s", STANDBY_READY, time.monotonic() - started)
     while True:  # a keep-alive every minute: the engine drops sessions idle for 3 (server.py)
         ready, _, _ = select.select([sys.stdin], [], [], STANDBY_KEEP_ALIVE_S)
@@ -103,7 +104,7 @@ def _standby(args: argparse.Namespace) -> int:
     try:
         order = StandbyOrder.model_validate_json(line)
     except ValidationError as exc:
-        print(f"groupscope replica --standby: not an order: {exc.errors()[0]['msg']}",
+        print(f"groupscope replica --standby: not an order: {one_line(exc)}",
               file=sys.stderr)
         return 2
     if order.log:

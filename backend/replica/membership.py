@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from backend.contracts import CLASSIC, CONSUMER
 from backend.contracts.control import (
     DEFAULT_ASSIGNOR,
     DEFAULT_PROTOCOL,
@@ -58,17 +59,17 @@ class GroupChoice:
 
     @property
     def incremental(self) -> bool:
-        return self.protocol == "consumer" or self.assignor == "cooperative-sticky"
+        return self.protocol == CONSUMER or self.assignor == "cooperative-sticky"
 
     def consumer_properties(self, instance: str | None = None) -> dict[str, object]:
         """librdkafka settings for this choice; `instance` makes the member static (its
         `group.instance.id`: the replica's name, unique in the group)."""
         static: dict[str, object] = {"group.instance.id": instance} if instance else {}
-        if self.protocol == "consumer":
+        if self.protocol == CONSUMER:
             # session and heartbeat are owned by the broker under KIP-848
-            return {"group.protocol": "consumer", "group.remote.assignor": self.assignor,
+            return {"group.protocol": CONSUMER, "group.remote.assignor": self.assignor,
                     **static}
-        return {"group.protocol": "classic", "partition.assignment.strategy": self.assignor,
+        return {"group.protocol": CLASSIC, "partition.assignment.strategy": self.assignor,
                 "session.timeout.ms": STATIC_SESSION_TIMEOUT_MS if instance
                 else SESSION_TIMEOUT_MS,
                 # a 500 ms heartbeat tells survivors of a rebalance half a second sooner

@@ -40,6 +40,7 @@ from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import TopicError, ensure_topics
 from backend.contracts import INPUT_TOPIC, EventType, dead_letter_topic, summaries_topic
 from backend.contracts.summary import Summary
+from backend.errors import one_line
 from backend.proc import StopSignals, seconds_since_start
 from backend.replica.batch import BatchSizing, MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
@@ -53,6 +54,8 @@ log = logging.getLogger("groupscope.replica")
 
 HEARTBEAT_S = 2.0
 BACKOFF_MAX_S = 10.0
+# an error event's text: one line, short, since every reader of the events topic gets it
+EVENT_ERROR_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -387,7 +390,7 @@ class Replica:
 
     def _report_spark_error(self, exc: BaseException) -> None:
         self.spark_ok = False
-        text = _one_line(exc)
+        text = one_line(exc, EVENT_ERROR_CHARS)
         log.warning("Spark failed (%s); retrying in %.1fs", text, self._backoff)
         self.telemetry.emit(EventType.ERROR, error=f"Spark: {text}", retry_in_s=self._backoff)
 
@@ -493,7 +496,8 @@ class Replica:
             return True
         except KafkaException as exc:
             log.warning("persist failed: %s", exc)
-            self.telemetry.emit(EventType.ERROR, error=f"persist failed: {exc}"[:300])
+            self.telemetry.emit(EventType.ERROR,
+                                error=f"persist failed: {one_line(exc, EVENT_ERROR_CHARS)}")
             if eos:
                 try:
                     self.producer.abort_transaction(30)
@@ -512,8 +516,9 @@ class Replica:
                 # Processing without the restored state would corrupt the summaries; exiting
                 # now is a crash the design already survives (nothing uncommitted is lost).
                 log.error("cannot restore state of partitions %s: %s", partitions, exc)
-                self.telemetry.emit(EventType.ERROR, fatal=True,
-                                    error=f"state restore failed: {_one_line(exc)}")
+                self.telemetry.emit(
+                    EventType.ERROR, fatal=True,
+                    error=f"state restore failed: {one_line(exc, EVENT_ERROR_CHARS)}")
                 self.telemetry.flush()
                 os._exit(3)
             restore_ms = round((time.monotonic() - start) * 1000.0, 1)
@@ -574,15 +579,6 @@ class Replica:
             protocol=self.cfg.choice.protocol, assignor=self.cfg.choice.assignor,
             exactly_once=self.cfg.exactly_once,
         )
-
-
-def _one_line(exc: BaseException) -> str:
-    """gRPC errors span many lines; keep the status and details."""
-    raw = str(exc)
-    details = [ln.strip() for ln in raw.splitlines()
-               if ln.strip().startswith(("status", "details"))]
-    text = "; ".join(details) if details else (raw.splitlines()[0] if raw else "")
-    return (text or type(exc).__name__)[:300]
 
 
 def default_context() -> StreamingContext:

@@ -23,6 +23,7 @@ from confluent_kafka import (
 
 from backend.cluster.settings import KafkaSettings
 from backend.contracts.summary import Summary
+from backend.errors import one_line
 
 log = logging.getLogger("groupscope.replica")
 
@@ -77,7 +78,8 @@ class StateStore:
             except KafkaException as exc:
                 if time.monotonic() > deadline:
                     raise RestoreTimeout(f"changelog {self.changelog} partition {partition}: "
-                                         f"no watermarks before the deadline ({exc})") from None
+                                         f"no watermarks before the deadline "
+                                         f"({one_line(exc)})") from None
                 log.warning("changelog %s[%d] watermarks: %s; asking again", self.changelog,
                             partition, exc)
                 time.sleep(0.5)

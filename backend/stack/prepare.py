@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from backend.cluster import classdata as kafka_classdata
 from backend.engine import classdata as spark_classdata
+from backend.errors import one_line
 from backend.kafkaread import classdata as reader_classdata
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def _built(build: Callable[[], Path], whose: str,
     try:
         return build()
     except Exception as exc:
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        why = one_line(exc)
         progress(f"no class-data archive for {whose} ({why}); they start without one, a few "
                  f"seconds slower")
         return None

@@ -32,7 +32,12 @@ ENV_CONTROL_PORT = "GROUPSCOPE_CONTROL_PORT"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from backend.contracts.control import ALL_ASSIGNORS, MAX_REPLICAS, PROTOCOL_ASSIGNORS
+    from backend.contracts.control import (
+        ALL_ASSIGNORS,
+        DEFAULT_PROTOCOL,
+        MAX_REPLICAS,
+        PROTOCOL_ASSIGNORS,
+    )
 
     assignors = list(ALL_ASSIGNORS)
     p = sub.add_parser(
@@ -48,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="partitions of a topic created now (an existing one keeps its count)")
     p.add_argument("--replicas", type=int, default=3,
                    help=f"replicas to start (default 3, at most {MAX_REPLICAS})")
-    p.add_argument("--protocol", choices=list(PROTOCOL_ASSIGNORS), default="classic")
+    p.add_argument("--protocol", choices=list(PROTOCOL_ASSIGNORS), default=DEFAULT_PROTOCOL)
     p.add_argument("--assignor", choices=assignors, default=None,
                    help="default: range (classic), uniform (consumer)")
     p.add_argument("--exactly-once", action="store_true", help="replicas use transactions")

@@ -42,6 +42,7 @@ from backend.contracts.control import (
     options_request,
 )
 from backend.control_files import ControlNotFound, find_control_files
+from backend.errors import one_line
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -110,7 +111,7 @@ class ControlClient:
             return answer.model_validate(data)
         except ValidationError as exc:
             raise ControlError(f"the supervisor at {self.url} answered {path} with an "
-                               f"unexpected body: {exc.errors()[0]['msg']}") from None
+                               f"unexpected body: {one_line(exc)}") from None
 
     # ---- calls -----------------------------------------------------------------------------
 

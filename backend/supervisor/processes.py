@@ -42,6 +42,7 @@ from backend.contracts.control import (
     StandbyOrder,
     resolve_assignor,
 )
+from backend.errors import one_line
 from backend.proc import spawn
 from backend.supervisor.names import colour_for, next_free_name
 
@@ -135,13 +136,7 @@ def validate_options(protocol: str, assignor: str | None, exactly_once: bool = F
         return ReplicaOptions(protocol=protocol, assignor=resolve_assignor(protocol, assignor),
                               exactly_once=exactly_once, static=static, max_rate=max_rate)
     except (GroupChoiceError, ValidationError) as exc:
-        raise InvalidRequest(_first_line(exc)) from None
-
-
-def _first_line(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return exc.errors()[0]["msg"].removeprefix("Value error, ")
-    return str(exc)
+        raise InvalidRequest(one_line(exc)) from None
 
 
 @dataclass(eq=False)

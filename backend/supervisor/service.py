@@ -21,7 +21,13 @@ from typing import Any, Protocol
 
 from backend.cluster.groups import GroupDescription
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC, summaries_topic
+from backend.contracts import (
+    CLASSIC,
+    DEFAULT_GROUP,
+    DEFAULT_PARTITIONS,
+    INPUT_TOPIC,
+    summaries_topic,
+)
 from backend.contracts.control import (
     MAX_REPLICAS,
     BrokerNode,
@@ -34,6 +40,7 @@ from backend.contracts.control import (
     ReplicaOptions,
     Status,
 )
+from backend.errors import one_line
 from backend.kafkaread.reader import KafkaReader
 from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
@@ -274,7 +281,7 @@ class SupervisorService:
         answer = self._reader.describe([group]).get(group, "GROUP_ID_NOT_FOUND")
         if isinstance(answer, str):
             if "GROUP_ID_NOT_FOUND" in answer:
-                return GroupDescription(group, "Dead", "classic", None, ())
+                return GroupDescription(group, "Dead", CLASSIC, None, ())
             raise RuntimeError(answer)
         return answer
 
@@ -286,7 +293,7 @@ class SupervisorService:
         try:
             view = self.group_view()
         except Exception as exc:
-            error = f"cannot describe group {self.config.group}: {exc}"
+            error = f"cannot describe group {self.config.group}: {one_line(exc)}"
         external: list[ExternalMember] = []
         if view is not None:
             ours = {r.name for r in replicas}
@@ -473,7 +480,8 @@ class SupervisorService:
         except DependencyError:
             raise
         except Exception as exc:
-            raise DependencyError(f"cannot read topic {self.config.topic}: {exc}") from None
+            raise DependencyError(f"cannot read topic {self.config.topic}: "
+                                  f"{one_line(exc)}") from None
 
 
 def _with_member(r: ReplicaInfo, member: bool, partitions: tuple[int, ...]) -> ReplicaInfo:
