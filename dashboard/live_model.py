@@ -11,6 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from backend.contracts import (
+    CONSUMER,
+    SHARE,
+    STREAMS,
     BrokerView,
     ClusterEvent,
     ClusterEventType,
@@ -62,8 +65,6 @@ def member_noun(own: bool) -> str:
     return "replica" if own else "member"
 
 
-SHARE = "share"  # a share group (KIP-932, "queues"): its partitions are shared by members
-STREAMS = "streams"  # a streams group (KIP-1071): its members are given tasks
 
 
 def is_share(snap: Snapshot) -> bool:
@@ -82,7 +83,7 @@ def group_type_label(protocol: str) -> str:
 def generation_label(protocol: str) -> str:
     """Groups of the new protocol (consumer, share, streams) count group epochs, classic ones
     generations."""
-    return "group epoch" if protocol in ("consumer", SHARE, STREAMS) else "generation"
+    return "group epoch" if protocol in (CONSUMER, SHARE, STREAMS) else "generation"
 
 
 def offset_label(protocol: str) -> str:
@@ -531,6 +532,8 @@ class ShareLane:
     lag_messages: int
     lag_seconds: float | None
     health: str
+    # the lag is the broker's (KIP-1226: records not yet acknowledged), not end - start offset
+    lag_reported: bool = False
 
 
 def share_lanes(snap: Snapshot) -> list[ShareLane]:
@@ -541,7 +544,7 @@ def share_lanes(snap: Snapshot) -> list[ShareLane]:
         streams[sv.partition].append(sv.stream_id)
     return [ShareLane(pv.partition, tuple(sorted(pv.sharers)),
                       tuple(sorted(streams.get(pv.partition, ()))), pv.committed, pv.end,
-                      pv.lag_messages, pv.lag_seconds, pv.health)
+                      pv.lag_messages, pv.lag_seconds, pv.health, pv.lag_reported)
             for pv in sorted(snap.partitions, key=lambda pv: pv.partition)]
 
 

@@ -9,6 +9,11 @@ Labels follow what people already graph for consumer lag (kafka_exporter, Burrow
 exporters): `cluster`, `group`, `topic`, `partition`. Cardinality is bounded: at most
 `max_groups` groups are exported (the first by name, so the exported set does not churn
 between scrapes) and the dropped ones are counted; per-partition series only on request.
+
+Lag is the overview rows' (`OverviewModel.update`), the Groups and Live pages' own: log end
+minus committed offset, except a share group's partition whose broker reports its lag
+(KIP-1226, read with its share-partition start offsets): that reported lag, the records not
+yet acknowledged, is exported as is.
 """
 
 from __future__ import annotations
@@ -196,7 +201,9 @@ class OverviewCollector(Collector):
             f"{PREFIX}group_lag_messages",
             "Messages the group has not consumed yet on a topic: the sum over its partitions "
             "of log end offset minus committed offset (from the log start when nothing is "
-            "committed).", labels=GROUP_TOPIC)
+            "committed); a share group's partition counts the lag its broker reports (records "
+            "not yet acknowledged) when it reports one, else from its share-partition start "
+            "offset.", labels=GROUP_TOPIC)
         lag_s = GaugeMetricFamily(
             f"{PREFIX}group_max_lag_seconds",
             "Age of the oldest record the group has not consumed yet on a topic, from the "
@@ -264,7 +271,8 @@ class OverviewCollector(Collector):
             labels=GROUP_PARTITION)
         lag = GaugeMetricFamily(
             f"{PREFIX}partition_lag_messages",
-            "Messages the group has not consumed yet on a partition.", labels=GROUP_PARTITION)
+            "Messages the group has not consumed yet on a partition (a share group's: the "
+            "lag its broker reports, when it reports one).", labels=GROUP_PARTITION)
         lag_s = GaugeMetricFamily(
             f"{PREFIX}partition_lag_seconds",
             "Age of the oldest record the group has not consumed yet on a partition; absent "

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 from backend.cluster.groups import TP, GroupDescription, GroupMember
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import Placement
-from backend.contracts.overview import GROUP_TYPES
+from backend.contracts import CLASSIC, CONSUMER, GROUP_TYPES, SHARE, STREAMS, Placement
 from backend.kafkaread.gateway import CALL_TIMEOUT_S, AdminGateway, ReaderDown, ReaderError
 
 SEP = "\u0000"
@@ -72,6 +71,17 @@ class TopicMeta:
     @property
     def count(self) -> int:
         return len(self.placements)
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """One group's committed offsets and the lag its broker reports, per partition."""
+
+    committed: dict[TP, int]  # a share group's: each share-partition's start offset
+    # A share group's lag as its broker reports it (KIP-1226): the records not yet
+    # acknowledged, which end - start offset overstates once records past the start offset
+    # are acknowledged. Only the partitions it is reported for; empty for the other types.
+    lag: dict[TP, int]
 
 
 @dataclass(frozen=True)
@@ -176,51 +186,64 @@ class KafkaReader:
         out = [Listing(g, t if t in GROUP_TYPES else "", p or "", s) for g, t, p, s in a["groups"]]
         return sorted(out, key=lambda g: g.group), [kafka_error(e) for e in a["errors"]]
 
-    def describe(self, groups: Sequence[str], group_type: str = "consumer"
+    def describe(self, groups: Sequence[str], group_type: str = CONSUMER
                  ) -> dict[str, GroupDescription | str]:
         """group -> description, or the one-line reason it could not be described. Classic
         and consumer groups may be described together ("consumer": Kafka answers either
         way); "classic" asks a group known to be classic the classic way alone (faster)."""
-        method = {"share": "describeShareGroups", "streams": "describeStreamsGroups",
-                  "classic": "describeClassicGroups"}.get(group_type, "describeConsumerGroups")
+        method = {SHARE: "describeShareGroups", STREAMS: "describeStreamsGroups",
+                  CLASSIC: "describeClassicGroups"}.get(group_type, "describeConsumerGroups")
         out: dict[str, GroupDescription | str] = {}
         for i in range(0, len(groups), DESCRIBE_BATCH):
             chunk = groups[i:i + DESCRIBE_BATCH]
             answer = self._call(method, SEP.join(chunk))
             for gid, d in answer.items():
                 out[gid] = kafka_error(d["error"]) if "error" in d else _description(gid, d)
-        if group_type == "classic":  # a group since moved to the consumer protocol, or gone
+        if group_type == CLASSIC:  # a group since moved to the consumer protocol, or gone
             again = [g for g, d in out.items() if isinstance(d, str)
                      and not d.startswith("GROUP_AUTHORIZATION_FAILED")]
             if again:
-                out.update(self.describe(again, "consumer"))
+                out.update(self.describe(again, CONSUMER))
         return out
 
-    def committed(self, groups: Sequence[str], group_type: str = "consumer"
+    def committed(self, groups: Sequence[str], group_type: str = CONSUMER
                   ) -> dict[str, dict[TP, int] | str]:
         """group -> committed offsets (for a share group: each share-partition's start
         offset), or the one-line reason; many groups per request."""
-        out: dict[str, dict[TP, int] | str] = {}
-        kind = group_type if group_type in ("share", "streams") else "consumer"
+        return {gid: a if isinstance(a, str) else a.committed
+                for gid, a in self.offsets(groups, group_type).items()}
+
+    def offsets(self, groups: Sequence[str], group_type: str = CONSUMER
+                ) -> dict[str, GroupOffsets | str]:
+        """group -> its committed offsets and, for a share group, the lag its broker
+        reports per partition (`GroupOffsets`), or the one-line reason; many groups per
+        request. One call gives both, so the lag and the start offset are of one moment."""
+        out: dict[str, GroupOffsets | str] = {}
+        kind = group_type if group_type in (SHARE, STREAMS) else CONSUMER
         for i in range(0, len(groups), OFFSETS_BATCH):
             chunk = groups[i:i + OFFSETS_BATCH]
             answer = self._call("committedOffsets", SEP.join(chunk), kind)
             for gid, a in answer.items():
                 if "error" in a:
                     out[gid] = kafka_error(a["error"])
-                else:
-                    out[gid] = {(t, p): off for t, p, off, _lag in a["offsets"] if off >= 0}
+                    continue
+                rows = a["offsets"]
+                committed = {(t, p): off for t, p, off, _lag in rows if off >= 0}
+                # only share groups' answers carry a lag: the others' need no second pass
+                lag = ({(t, p): n for t, p, off, n in rows if off >= 0 and n is not None}
+                       if kind == SHARE else {})
+                out[gid] = GroupOffsets(committed, lag)
         return out
 
     def read_groups(self, describe: dict[str, Sequence[str]],
-                    committed: dict[str, Sequence[str]]
+                    offsets: dict[str, Sequence[str]]
                     ) -> dict[str, tuple[dict[str, GroupDescription | str],
-                                         dict[str, dict[TP, int] | str]]]:
-        """type -> (descriptions of the `describe` groups, committed offsets of the
-        `committed` ones), every call at once: a node that just died then costs a batch one
-        wait, not one per call."""
+                                         dict[str, GroupOffsets | str]]]:
+        """type -> (descriptions of the `describe` groups, offsets of the `offsets` ones:
+        committed, and a share group's reported lag), every call at once: a node that just
+        died then costs a batch one wait, not one per call."""
         calls = [(kind, what, groups) for what, wanted in (("describe", describe),
-                                                           ("committed", committed))
+                                                           ("offsets", offsets))
                  for kind, groups in wanted.items() if groups]
         with self._pool_lock:
             if self._closed:
@@ -232,13 +255,8 @@ class KafkaReader:
         futures = {(kind, what): pool.submit(getattr(self, what), list(groups), kind)
                    for kind, what, groups in calls}
         answers = {key: f.result() for key, f in futures.items()}
-        return {kind: (answers.get((kind, "describe"), {}), answers.get((kind, "committed"), {}))
-                for kind in {*describe, *committed}}
-
-    def share_lag(self, group: str) -> dict[TP, int]:
-        """A share group's lag per partition as the broker reports it (KIP-1226)."""
-        a = self._call("committedOffsets", group, "share").get(group, {})
-        return {(t, p): lag for t, p, _o, lag in a.get("offsets", ()) if lag is not None}
+        return {kind: (answers.get((kind, "describe"), {}), answers.get((kind, "offsets"), {}))
+                for kind in {*describe, *offsets}}
 
     # ---- offsets of partitions -----------------------------------------------------------
 
@@ -282,7 +300,7 @@ def _description(group: str, d: dict) -> GroupDescription:
     members = []
     for m in d["members"]:
         tasks: tuple[str, ...] = ()
-        if d["type"] == "streams":
+        if d["type"] == STREAMS:
             tasks = tuple(f"{sub}_{p} {kind}" for kind in ("active", "standby", "warmup")
                           for sub, parts in m[kind] for p in parts)
         members.append(GroupMember(

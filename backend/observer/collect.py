@@ -4,7 +4,8 @@ Only reads are made, through the reading layer (`backend/kafkaread`: describe, c
 offsets, ListOffsets, metadata), so the observer needs DESCRIBE on the cluster and the group
 and DESCRIBE on the topic -- it never joins the group, never commits and never produces.
 Every group type is read: classic and consumer groups, share groups (their committed offset
-is the share-partition start offset) and streams groups.
+is the share-partition start offset, and the broker may report their lag: `reported_lag`) and
+streams groups.
 
 Metadata is cached per topic, except the watched topic's, read anew every poll: that one
 request is also the broker view (the brokers up; each partition's leader, replicas and ISR),
@@ -22,7 +23,7 @@ from typing import Any, NoReturn
 
 from backend.cluster.groups import TP, GroupDescription, GroupMember
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import Placement
+from backend.contracts import CLASSIC, CONSUMER, SHARE, STREAMS, Placement
 from backend.kafkaread.reader import TRANSIENT, KafkaReader, ReaderDown, ReaderError
 
 log = logging.getLogger("groupscope.observer")
@@ -46,10 +47,16 @@ class RawObservation:
     assignor: str | None
     members: tuple[RawMember, ...]
     committed: dict[TP, int] = field(default_factory=dict)  # only partitions with a commit
+    # a share group's lag per partition as its broker reports it (KIP-1226), read with the
+    # start offsets; only where it is reported, and empty for every other type
+    reported_lag: dict[TP, int] = field(default_factory=dict)
     end_offsets: dict[TP, int] = field(default_factory=dict)
     start_offsets: dict[TP, int] = field(default_factory=dict)
     partition_counts: dict[str, int] = field(default_factory=dict)
     generation: int | None = None  # group generation / epoch when a source knows it
+    # the epoch of the assignment the coordinator targets, from the description of a share
+    # or streams group (a consumer group's comes from the __consumer_offsets tail)
+    target_epoch: int | None = None
     error: str | None = None
     duration_ms: float = 0.0
     # the watched topic (watched_topic()), whose metadata this poll read anew: the brokers
@@ -186,17 +193,17 @@ class Collector:
         raise AssertionError("unreachable")
 
     def _describe(self, group: str) -> GroupDescription:
-        kind = self._types.get(group, "consumer")
+        kind = self._types.get(group, CONSUMER)
         answer = self.reader.describe([group], kind).get(group, "GROUP_ID_NOT_FOUND")
-        if isinstance(answer, str) and "GROUP_ID_NOT_FOUND" in answer and kind == "consumer":
+        if isinstance(answer, str) and "GROUP_ID_NOT_FOUND" in answer and kind == CONSUMER:
             # not a classic or consumer group: it may be a share or streams group
             for g, _state, gtype in self.list_groups():
-                if g == group and gtype in ("share", "streams"):
+                if g == group and gtype in (SHARE, STREAMS):
                     kind = gtype
                     answer = self.reader.describe([group], kind).get(group, answer)
         if isinstance(answer, str):
             if "GROUP_ID_NOT_FOUND" in answer:  # not created yet: Dead, as Kafka reports it
-                return GroupDescription(group, "Dead", "classic", None, ())
+                return GroupDescription(group, "Dead", CLASSIC, None, ())
             _raise(f"cannot describe group {group!r}", answer)
         self._types[group] = answer.protocol
         return answer
@@ -210,9 +217,9 @@ class Collector:
         # known, its metadata and log offsets. A poll then costs its slowest read, not
         # their sum; what the description changes (another type, new partitions) is read
         # again after it.
-        known = _offset_kind(self._types.get(group, "consumer"))
+        known = _offset_kind(self._types.get(group, CONSUMER))
         cached = self._metadata_cache.get(topic) if topic is not None else None
-        ahead = {"committed": self._pool.submit(self.reader.committed, [group], known)}
+        ahead = {"committed": self._pool.submit(self.reader.offsets, [group], known)}
         if cached is not None:
             ahead["meta"] = self._pool.submit(self._read_metadata, [topic], started)
             ahead["offsets"] = self._pool.submit(self.log_offsets, {topic: cached.count})
@@ -221,13 +228,13 @@ class Collector:
         finally:
             done = {name: _outcome(f) for name, f in ahead.items()}
         kind = _offset_kind(described.protocol)
-        committed_or_error = (done["committed"]() if kind == known
-                              else self.reader.committed([group], kind)).get(group, {})
-        if isinstance(committed_or_error, str):
-            if "GROUP_ID_NOT_FOUND" not in committed_or_error:
-                _raise(f"cannot read committed offsets of {group!r}", committed_or_error)
-            committed_or_error = {}
-        committed: dict[TP, int] = committed_or_error
+        group_offsets = (done["committed"]() if kind == known
+                         else self.reader.offsets([group], kind)).get(group)
+        if isinstance(group_offsets, str):
+            if "GROUP_ID_NOT_FOUND" not in group_offsets:
+                _raise(f"cannot read committed offsets of {group!r}", group_offsets)
+            group_offsets = None
+        committed: dict[TP, int] = group_offsets.committed if group_offsets is not None else {}
         members = described.members
 
         seen = set(committed)  # every partition the group itself mentions
@@ -256,10 +263,13 @@ class Collector:
             taken_ms=taken_ms, group=group, state=described.state,
             protocol=described.protocol, assignor=described.assignor, members=members,
             committed=committed, end_offsets=end_offsets, start_offsets=start_offsets,
+            reported_lag=group_offsets.lag if group_offsets is not None else {},
             partition_counts=counts, duration_ms=(time.perf_counter() - t0) * 1000,
             # share and streams groups keep no generation in __consumer_offsets for the
-            # observer's tail to read: their group epoch comes with the description
-            generation=described.epoch if kind != "consumer" else None,
+            # observer's tail to read: their group epoch, and the target assignment's, come
+            # with the description
+            generation=described.epoch if kind != CONSUMER else None,
+            target_epoch=described.target_epoch if kind != CONSUMER else None,
             watched=watched if meta is not None else None,
             live_brokers=dict(meta.live) if meta is not None else {},
             placements=dict(meta.placements) if meta is not None else {})
@@ -292,7 +302,7 @@ class Collector:
 
 def _offset_kind(group_type: str) -> str:
     """Which committed-offsets call a group type needs (classic and consumer share one)."""
-    return group_type if group_type in ("share", "streams") else "consumer"
+    return group_type if group_type in (SHARE, STREAMS) else CONSUMER
 
 
 def _outcome(future: Future) -> Callable[[], Any]:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from backend.contracts import MemberView, PartitionView, StreamView
+from backend.contracts import SHARE, MemberView, PartitionView, StreamView
 from backend.observer.brokers import Placement
 from backend.observer.collect import TP, RawMember, RawObservation, watched_topic
 
@@ -18,7 +18,6 @@ K = TypeVar("K")  # a partition's key: (topic, partition), or the partition of o
 # ---- ownership ---------------------------------------------------------------------------
 
 
-SHARE = "share"  # a share group's type: its partitions are shared, not owned
 
 
 def is_shared(protocol: str) -> bool:
@@ -140,13 +139,20 @@ def unread_ranges(committed: Mapping[TP, int], ends: Mapping[TP, int],
 
 
 def effective_lag(committed: int | None, end: int, start: int, now_ms: int,
-                  record_times: Mapping[K, int | None], key: K) -> tuple[int, float | None]:
+                  record_times: Mapping[K, int | None], key: K,
+                  reported: int | None = None) -> tuple[int, float | None]:
     """(lag messages, lag seconds) of one partition, given what `Sampler.record_times`
     answered for it under `key`: a timestamp, None (only markers left: drained) or nothing
-    (not learnt: the message count stands, the age is unknown)."""
+    (not learnt: the message count stands, the age is unknown).
+
+    `reported`: the lag the broker reports for a share group's partition (KIP-1226), which
+    is then the lag: it counts the records not yet acknowledged, where end - start offset
+    also counts those acknowledged beyond the start offset. The age still comes from the
+    record at the start offset, the oldest one not acknowledged.
+    """
     ts = record_times.get(key)
     drained = key in record_times and ts is None
-    return (lag_messages(committed, end, start, drained),
+    return (lag_messages(committed, end, start, drained) if reported is None else reported,
             lag_seconds(committed, end, now_ms, ts, start, drained))
 
 
@@ -157,8 +163,9 @@ def partition_views(obs: RawObservation, topic: str,
                     record_times: Mapping[int, int | None],
                     health: Mapping[int, str]) -> tuple[PartitionView, ...]:
     """One view per partition of `topic`, with its effective lag: `record_times` is what
-    `Sampler.record_times` answered, by partition (see `effective_lag`); with its leader,
-    replicas and ISR when the poll read `topic`'s metadata."""
+    `Sampler.record_times` answered, by partition, and a share group's lag is the broker's
+    where it reports one (see `effective_lag`); with its leader, replicas and ISR when the
+    poll read `topic`'s metadata."""
     shared = is_shared(obs.protocol)
     owners = {} if shared else ownership(obs.members, topic)
     everyone = assigned(obs.members, topic) if shared else {}
@@ -171,8 +178,9 @@ def partition_views(obs: RawObservation, topic: str,
         owner = owners.get(p)
         sharers = (tuple(m.client_id for m in everyone.get(p, ())) if shared
                    else (owner.client_id,) if owner else ())
+        reported = obs.reported_lag.get(tp)
         lag, lag_s = effective_lag(committed, end, obs.start_offsets.get(tp, 0), obs.taken_ms,
-                                   record_times, p)
+                                   record_times, p, reported)
         views.append(PartitionView(
             partition=p,
             owner=owner.client_id if owner else None,
@@ -183,6 +191,7 @@ def partition_views(obs: RawObservation, topic: str,
             health=health.get(p, "OK"),
             owner_member_id=owner.member_id if owner else None,
             lag_seconds_exact=lag_s is not None,
+            lag_reported=reported is not None,
             sharers=sharers,
             **_placement_fields(placements.get(p)),
         ))

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from backend.cluster.clients import error_text
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import INPUT_TOPIC, Snapshot
+from backend.contracts import CLASSIC, INPUT_TOPIC, Snapshot
 from backend.contracts.overview import worst
+from backend.errors import one_line
 from backend.observer.brokers import BrokerLog, BrokerReading, totals
 from backend.observer.collect import CollectError, Collector, RawObservation
 from backend.observer.derive import (
@@ -92,7 +92,7 @@ class Observer:
             except CollectError as exc:  # the collector's guard reconnects before the next one
                 return self._publish_error(str(exc))
             except Exception as exc:  # a broken connection must not kill the loop
-                return self._publish_error(error_text(exc))
+                return self._publish_error(one_line(exc))
             self.last_error = None
             return self._publish(self._build(obs))
 
@@ -112,7 +112,7 @@ class Observer:
         try:
             return self._gen.current()
         except Exception as exc:
-            log.warning("generation unavailable: %s", error_text(exc))
+            log.warning("generation unavailable: %s", one_line(exc))
             self.read_generation = False
             return None
 
@@ -121,7 +121,7 @@ class Observer:
         prev = self.store.latest()
         snap = Snapshot(
             taken_ms=int(time.time() * 1000), group=self.group, topic=self.topic,
-            state="Unknown", protocol=prev.protocol if prev else "classic",
+            state="Unknown", protocol=prev.protocol if prev else CLASSIC,
             assignor=prev.assignor if prev else None, generation=None, members=(),
             partitions=(), streams=(), rebalances=self.timeline.rebalances(),
             health="OK", error=message, cluster_events=self.brokers.events(),
@@ -153,9 +153,11 @@ class Observer:
         for p in range(n):
             tp = (topic, p)
             committed = obs.committed.get(tp)
-            # the effective lag, so commit markers never read as a stalled partition
+            # the effective lag, so commit markers never read as a stalled partition, and a
+            # share group's is the one its partition view shows (the broker's, if reported)
             lag, _ = effective_lag(committed, obs.end_offsets.get(tp, 0),
-                                   obs.start_offsets.get(tp, 0), now, times, p)
+                                   obs.start_offsets.get(tp, 0), now, times, p,
+                                   obs.reported_lag.get(tp))
             self.windows.add(p, OffsetPoint(now, committed, lag))
             health[p] = self.windows.evaluate(p, owned=p in owners_now)
 
@@ -169,10 +171,14 @@ class Observer:
         owners = {pv.partition: pv.owner for pv in partitions}
         streams = stream_views(self._keys, n, owners) if topic else ()
         lag_s = [pv.lag_seconds for pv in partitions if pv.lag_seconds is not None]
+        # a share or streams group's target epoch comes with its description; a consumer
+        # group's only from the __consumer_offsets tail
+        target_epoch = (obs.target_epoch if obs.target_epoch is not None
+                        else self._gen.target_epoch if self._gen is not None else None)
         return Snapshot(
             taken_ms=now, group=obs.group, topic=topic, state=obs.state,
             protocol=obs.protocol, assignor=obs.assignor, generation=obs.generation,
-            target_epoch=self._gen.target_epoch if self._gen is not None else None,
+            target_epoch=target_epoch,
             members=members, partitions=partitions, streams=streams,
             rebalances=self.timeline.rebalances(),
             health=worst(health.values()) if health else "OK", error=None,
@@ -209,7 +215,7 @@ class Observer:
         try:
             seen = self._sampler_client().sample_keys(topic, ends, starts)
         except Exception as exc:
-            log.warning("key sampling of %s failed: %s", topic, error_text(exc))
+            log.warning("key sampling of %s failed: %s", topic, one_line(exc))
             return
         for key, p in seen.items():
             self._keys[key] = p
@@ -230,7 +236,7 @@ class Observer:
         try:
             got = self._sampler_client().record_times(ranges)
         except Exception as exc:
-            log.warning("record timestamps of %s unavailable: %s", topic, error_text(exc))
+            log.warning("record timestamps of %s unavailable: %s", topic, one_line(exc))
             return {}
         return {p: ts for (_, p), ts in got.items()}
 
@@ -270,7 +276,7 @@ class Observer:
             if self._on_poll is not None:
                 self._on_poll(snap if full else None, time.monotonic() - began)
         except Exception as exc:  # never let the dashboard's observer die silently
-            log.warning("observer poll failed: %s", error_text(exc))
+            log.warning("observer poll failed: %s", one_line(exc))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop and release every client; the observer cannot be restarted."""

@@ -10,7 +10,8 @@ each a batched call of the Kafka reader (`backend/kafkaread`, Kafka's Java Admin
   `<group>.events` topic exists);
 - describe: many groups per call, per group type (classic and consumer groups together,
   share groups, streams groups);
-- committed offsets: many groups per OffsetFetch (KIP-709), per group type;
+- committed offsets: many groups per OffsetFetch (KIP-709), per group type; a share
+  group's answer also carries the lag its broker reports (KIP-1226);
 - ListOffsets: the log ends and starts of every partition any group of a batch reads, once
   per batch, shared by all the groups that read it.
 """
@@ -20,12 +21,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from backend.cluster.groups import TP, GroupDescription
 from backend.cluster.settings import KafkaSettings
-from backend.contracts import BrokerView, events_topic
-from backend.contracts.overview import GROUP_TYPES
+from backend.contracts import CLASSIC, CONSUMER, GROUP_TYPES, BrokerView, events_topic
 from backend.kafkaread.reader import KafkaReader, ReaderError
 from backend.observer.brokers import broker_views, totals
 
@@ -53,6 +53,9 @@ class GroupReading:
     description: GroupDescription | None
     committed: dict[TP, int]
     error: str | None = None
+    # a share group's lag per partition as its broker reports it (KIP-1226), read with its
+    # start offsets; only where reported, empty for every other type
+    reported_lag: dict[TP, int] = field(default_factory=dict)
 
 
 class ClusterCollector:
@@ -121,12 +124,12 @@ class ClusterCollector:
     # ---- one batch of groups ---------------------------------------------------------
 
     def read_groups(self, groups: Sequence[str]) -> list[GroupReading]:
-        """Describe the groups and fetch their committed offsets: two calls per group type
-        whatever the number of groups, all at once."""
+        """Describe the groups and fetch their committed offsets (and a share group's
+        reported lag): two calls per group type whatever the number of groups, all at once."""
         by_type: dict[str, list[str]] = {}
         for g in groups:
             kind = self._types.get(g, "")
-            by_type.setdefault(kind if kind in GROUP_TYPES else "consumer", []).append(g)
+            by_type.setdefault(kind if kind in GROUP_TYPES else CONSUMER, []).append(g)
         # a group the listing says is Empty has no member to describe (most groups of a
         # production cluster, most of the time): its committed offsets are all there is
         empty = {g for g in groups if self._states.get(g) == "Empty"}
@@ -140,23 +143,26 @@ class ClusterCollector:
             raise ClusterError(str(exc)) from None
         now = int(time.time() * 1000)
         for kind, members in by_type.items():
-            described, committed = answers[kind]
-            described = {**{g: GroupDescription(g, "Empty", self._types.get(g) or "classic",
+            described, read = answers[kind]
+            described = {**{g: GroupDescription(g, "Empty", self._types.get(g) or CLASSIC,
                                                 None, ()) for g in members if g in empty},
                          **described}
             for gid in members:
                 desc = described.get(gid)
                 if isinstance(desc, str) and "GROUP_ID_NOT_FOUND" in desc:  # gone since listed
-                    desc = GroupDescription(gid, "Dead", self._types.get(gid) or "classic",
+                    desc = GroupDescription(gid, "Dead", self._types.get(gid) or CLASSIC,
                                             None, ())
-                offsets = committed.get(gid, {})
+                offsets = read.get(gid)
                 if isinstance(desc, str):
                     readings[gid] = GroupReading(gid, now, None, {}, f"cannot describe: {desc}")
                 elif isinstance(offsets, str):
                     readings[gid] = GroupReading(
                         gid, now, desc, {}, f"cannot read committed offsets: {offsets}")
+                elif offsets is None:  # not answered for: nothing committed to show
+                    readings[gid] = GroupReading(gid, now, desc, {})
                 else:
-                    readings[gid] = GroupReading(gid, now, desc, offsets)
+                    readings[gid] = GroupReading(gid, now, desc, offsets.committed,
+                                                 reported_lag=offsets.lag)
         return [readings[g] for g in groups if g in readings]
 
     def log_offsets(self, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:

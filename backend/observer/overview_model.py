@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from backend.cluster.groups import TP
+from backend.contracts import CLASSIC
 from backend.contracts.overview import (
     ERR,
     REBALANCE_WINDOW_MS,
@@ -104,7 +105,7 @@ class OverviewModel:
         for g in groups:
             row = self._rows.get(g.group)
             if row is None:
-                row = GroupRow(group=g.group, state=g.state, protocol=g.protocol or "classic")
+                row = GroupRow(group=g.group, state=g.state, protocol=g.protocol or CLASSIC)
             elif row.state != g.state and row.error is None:
                 row = replace(row, state=g.state)
             seen[g.group] = row
@@ -114,7 +115,7 @@ class OverviewModel:
 
     def failed(self, group: str, error: str, now_ms: int) -> GroupRow:
         row = self._rows.get(group) or GroupRow(group=group, state="Unknown",
-                                                protocol="classic")
+                                                protocol=CLASSIC)
         row = replace(row, error=error, health=ERR, described_ms=now_ms)
         self._rows[group] = row
         return row
@@ -126,6 +127,8 @@ class OverviewModel:
         `oldest_unread_ms` maps a partition to the broker timestamp of the first record the
         group has not processed; None there means nothing but transaction markers (or aborted
         records) lies between the commit and the log end, so the partition is caught up.
+        A share group's lag is the one its broker reports (`reading.reported_lag`) where it
+        reports one, as on its Live page.
         """
         if reading.error is not None or reading.description is None:
             return self.failed(reading.group, reading.error or "no description", reading.taken_ms)
@@ -133,6 +136,7 @@ class OverviewModel:
         now = reading.taken_ms
         mem = self._memory.setdefault(reading.group, _GroupMemory())
         times = oldest_unread_ms or {}
+        reported = reading.reported_lag  # empty but for share groups: one lookup a partition
 
         owners = {tp: m.client_id for m in desc.members for tp in m.assignment}
         tps = sorted(set(reading.committed) | set(owners))
@@ -142,7 +146,7 @@ class OverviewModel:
                 continue  # no log end known (topic gone, or leaderless): not counted
             committed = reading.committed.get(tp)
             end, start = ends[tp], starts.get(tp, 0)
-            lag, lag_s = effective_lag(committed, end, start, now, times, tp)
+            lag, lag_s = effective_lag(committed, end, start, now, times, tp, reported.get(tp))
             mem.windows.add(tp, OffsetPoint(now, committed, lag))
             health = mem.windows.evaluate(tp, owned=tp in owners)
             parts.append(PartitionLag(topic=tp[0], partition=tp[1], committed=committed,

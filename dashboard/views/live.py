@@ -110,8 +110,10 @@ MAX_SHARE_CHIPS = 40  # stream chips per share lane, as panels caps an owned lan
 
 def share_lanes_html(snap: Snapshot, external: Collection[str] = ()) -> str:
     """A share group's lanes: every member a partition is delivered to, as chips in the
-    members' own colours (participants in their palette), and the backlog counted from the
-    share-partition start offset, labelled so rather than as a committed offset.
+    members' own colours (participants in their palette), and the backlog: the broker's
+    count of records not yet acknowledged where it reports one (the column then says
+    "lag (broker)"), else counted from the share-partition start offset, labelled so
+    rather than as a committed offset.
 
     Not panels.lanes_html: that lane has one owner cell, which would have to name one sharer
     and hide the rest, and its handover highlight has no meaning where nothing moves."""
@@ -136,19 +138,23 @@ def share_lanes_html(snap: Snapshot, external: Collection[str] = ()) -> str:
         word = "" if lane.health == "OK" else f" · {escape(lane.health)}"
         width = 100.0 * lane.lag_messages / max_lag
         side = kafka_tag(views[lane.partition]) if kafka else ""
+        span = (f"not yet acknowledged, as the broker reports it ({offset} {start}, log end "
+                f"{lane.end:,})" if lane.lag_reported
+                else f"from the {offset} {start} to the log end {lane.end:,}")
         rows.append(
             f'<div class="p" title="health {escape(lane.health)}">P{lane.partition}{side}</div>'
             f'<div class="sharers" data-sharers="{escape(",".join(lane.sharers))}" '
             f'title="delivered to {escape(lm.sharers_text(lane.sharers))}">{sharers}'
             f'<span class="spso" data-spso="{spso}">{offset} {start}</span></div>'
             f'<div class="chips">{chips}</div>'
-            f'<div class="gs-lag" title="lag {lane.lag_messages} messages{secs} from the '
-            f'{offset} {start} to the log end {lane.end:,}, health {escape(lane.health)}">'
+            f'<div class="gs-lag" title="lag {lane.lag_messages} messages{secs} {span}, '
+            f'health {escape(lane.health)}">'
             f'<span style="width:{width:.1f}%;background:{health_fill(lane.health)}"></span>'
             f'<em>{lane.lag_messages:,}{secs}{word}</em></div>'
         )
+    lag = "lag (broker)" if any(lane.lag_reported for lane in lanes) else "lag"
     header = ('<div><b>part.</b></div><div><b>sharers</b></div><div><b>streams</b></div>'
-              '<div><b>lag</b></div>')
+              f'<div><b>{lag}</b></div>')
     grid = "gs-lanes gs-kafka" if kafka else "gs-lanes"
     return (f'{LANE_CSS}{SHARE_CSS}<div class="{grid} gs-share" data-testid="gs-lanes">'
             f'{header}{"".join(rows)}</div>')
@@ -163,7 +169,8 @@ def draw_lanes(snap: Snapshot, history: tuple = (), supervised: tuple = ()) -> N
         return
     if lm.is_share(snap):
         st.caption("A share group: each partition is delivered to every member listed, "
-                   "record by record, and the lag counts from its share-partition start "
+                   "record by record, and the lag is the broker's count of records not yet "
+                   "acknowledged where it reports one, else from the share-partition start "
                    "offset (the first record not yet acknowledged).")
         st.html(share_lanes_html(snap, lm.external_members(snap, supervised)))
         return

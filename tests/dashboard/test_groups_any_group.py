@@ -95,3 +95,14 @@ def test_header_shows_the_target_assignment_epoch_when_it_is_known():
     s = snap("consumer")
     assert "target epoch" not in header_badges(s)
     assert "group epoch **7** · target epoch **6**" in header_badges(replace(s, target_epoch=6))
+
+
+def test_a_streams_groups_header_shows_its_group_epoch_and_target_epoch():
+    from dashboard.views.live import header_badges
+
+    s = replace(snap("streams"), assignor=None, generation=12, target_epoch=13)
+    badges = header_badges(s)
+    assert ":blue-badge[streams group]" in badges
+    assert "group epoch **12** · target epoch **13**" in badges
+    # before the description says, no target epoch is made up
+    assert "target epoch" not in header_badges(replace(s, target_epoch=None))

@@ -289,6 +289,27 @@ def test_a_share_groups_lanes_list_every_sharer_and_its_start_offset() -> None:
     assert re.search(r"<em>60</em>", rows[0])
 
 
+def test_a_share_lanes_lag_is_labelled_the_brokers_where_the_broker_reports_it() -> None:
+    from dashboard.views.live import share_lanes_html
+
+    s = share_snap(1000, {0: ("ada",), 1: ("ada",)}, starts={0: 40, 1: 90},
+                   ends={0: 100, 1: 100})
+    assert "lag (broker)" not in share_lanes_html(s)
+    reported = replace(s, partitions=(replace(s.partitions[0], lag_messages=25,
+                                              lag_reported=True), s.partitions[1]))
+    lanes = lm.share_lanes(reported)
+    assert [(lane.lag_messages, lane.lag_reported) for lane in lanes] == [(25, True),
+                                                                          (10, False)]
+    html = share_lanes_html(reported)
+    rows = re.split(r'(?=<div class="p")', html.split('data-testid="gs-lanes"', 1)[1])
+    assert "<b>lag (broker)</b>" in rows[0]
+    assert "lag 25 messages not yet acknowledged, as the broker reports it" in rows[1]
+    assert re.search(r"<em>25</em>", rows[1])
+    # a partition it reports nothing for keeps the arithmetic, and says so
+    assert "lag 10 messages from the share-partition start offset 90" in rows[2]
+    assert "committed" not in html
+
+
 def test_a_share_group_has_no_idle_rule_and_its_header_says_share_group() -> None:
     # three members on one partition: all busy, which the golden rule would call two idle
     s = share_snap(1000, {0: ("ada", "bruno", "chloe")})

@@ -271,3 +271,25 @@ def test_broker_up_leaders_and_under_replicated_offline_partitions():
     # no metadata read yet (or the cluster unreadable): no broker series at all
     assert not any(n.startswith("groupscope_broker") for n in names(scrape(
         OverviewCollector(Latest(overview(row("g")))))))
+
+
+def test_a_share_groups_series_carry_the_lag_its_broker_reports():
+    from backend.cluster.groups import GroupDescription, GroupMember
+    from backend.observer.overview_collect import GroupReading
+    from backend.observer.overview_model import OverviewModel
+
+    # the row as the overview folds a share group's reading: start offsets 40 and 70, the
+    # broker reporting 25 records not yet acknowledged on partition 0 and nothing on 1
+    sharers = tuple(GroupMember(m, m, "h", (("orders", 0), ("orders", 1))) for m in "ab")
+    reading = GroupReading("queue", 1_000, GroupDescription("queue", "Stable", "share",
+                                                            "simple", sharers),
+                           {("orders", 0): 40, ("orders", 1): 70},
+                           reported_lag={("orders", 0): 25})
+    share = OverviewModel().update(reading, {("orders", 0): 100, ("orders", 1): 100}, {},
+                                   own=False)
+    samples = scrape(OverviewCollector(Latest(overview(share)), per_partition=True))
+    g = {"cluster": CLUSTER, "group": "queue", "topic": "orders"}
+    assert value(samples, "groupscope_partition_lag_messages", **g, partition="0") == 25
+    assert value(samples, "groupscope_partition_lag_messages", **g, partition="1") == 30
+    assert value(samples, "groupscope_partition_committed_offset", **g, partition="0") == 40
+    assert value(samples, "groupscope_group_lag_messages", **g) == 55

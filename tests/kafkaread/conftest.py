@@ -157,6 +157,11 @@ class KafkaTools:
         """What `kafka-share-groups.sh --describe --members --group <group>` prints."""
         return self.run(SHARE_GROUP_COMMAND, "--describe", "--members", "--group", group)
 
+    def share_group_offsets(self, group: str) -> str:
+        """What `kafka-share-groups.sh --describe --offsets --group <group>` prints: each
+        share partition's START-OFFSET and the LAG the broker reports ("-" if it does not)."""
+        return self.run(SHARE_GROUP_COMMAND, "--describe", "--offsets", "--group", group)
+
     def streams_group_members(self, group: str) -> str:
         """What `kafka-streams-groups.sh --describe --members --verbose --group <group>`
         prints (verbose: the target-assignment epoch and each member's target tasks too)."""

@@ -6,7 +6,10 @@ A streams group (KIP-1071) comes from two instances of a Kafka Streams app of ou
 (KIP-932) from two confluent-kafka ShareConsumers. What `KafkaReader.describe` reports of
 each must equal what `kafka-share-groups.sh` / `kafka-streams-groups.sh --describe
 --members` print (their classes ShareGroupCommand and StreamsGroupCommand, run with
-`java -cp`), read while the group holds still.
+`java -cp`), read while the group holds still. What the pages and the exporter make of them
+too: a share group's lag is the one `kafka-share-groups.sh --describe --offsets` prints
+(the broker's, KIP-1226) on its snapshot and its overview row, and a streams group's
+snapshot carries its group epoch and target-assignment epoch.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.cluster.groups import TP, GroupDescription
 from backend.cluster.settings import KafkaSettings
-from backend.kafkaread.reader import KafkaReader
+from backend.contracts import Snapshot
+from backend.kafkaread.reader import GroupOffsets, KafkaReader
 from backend.netutil import wait_until
+from backend.observer.observer import Observer
+from backend.observer.overview import OverviewWatcher
 
 if TYPE_CHECKING:
     from tests.kafkaread.conftest import KafkaTools, StreamsApps
@@ -183,6 +189,106 @@ def test_share_group_members_equal_kafkas_share_group_command(
             m.close()
 
 
+def _acquired(consumer: ShareConsumer, timeout: float = 0.5) -> int:
+    """One poll of a share consumer: how many records it was given (acquired). The records of
+    its previous poll are acknowledged by this one (implicit acknowledgement)."""
+    answer = consumer.poll(timeout)
+    batch = [answer] if answer is None or hasattr(answer, "error") else list(answer)
+    return sum(1 for msg in batch if msg is not None and msg.error() is None)
+
+
+def test_a_share_groups_lag_on_its_snapshot_and_overview_row_is_what_kafkas_tool_prints(
+        kafka: KafkaSettings, reader: KafkaReader, kafka_tools: KafkaTools,
+        unique: str) -> None:
+    topic, group = f"share-lag-{unique}", f"share-lag-{unique}"
+    _topics(kafka, topic, partitions=1)
+    tp: TP = (topic, 0)
+    holder, acker = (ShareConsumer(kafka.client_config(**{"group.id": group, "client.id": c}))
+                     for c in ("share-lag-holder", "share-lag-acker"))
+    producer = Producer(kafka.client_config())
+    observer = Observer(kafka, group, topic, tail_events=False, read_generation=False,
+                        exact_lag=False, sample_every=3600)
+    watcher = OverviewWatcher(kafka, lag_time_budget_s=0.0)
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            producer.produce(topic, key=f"k{i}", value=b"{}")
+        producer.flush(10)
+
+    def offsets() -> GroupOffsets:
+        got = reader.offsets([group], "share")[group]
+        assert not isinstance(got, str), got
+        return got
+
+    try:
+        for m in (holder, acker):
+            m.subscribe([topic])
+
+        def produce_and_poll() -> None:
+            produce(12)  # a share group starts at the log's end: records come while it polls
+            for m in (holder, acker):
+                _acquired(m, 0.2)
+
+        # both members in, and the share partition started (it has a start offset)
+        _settled(reader, group, "share", 2,
+                 lambda d: all(m.assignment for m in d.members) and tp in offsets().committed,
+                 timeout=60, before=produce_and_poll)
+
+        def drained() -> bool:  # polls given nothing more, and all they had acknowledged
+            given = _acquired(holder) + _acquired(acker)
+            return given == 0 and offsets().lag.get(tp) == 0
+
+        wait_until(drained, 60, interval=0.2, what=f"{group} to acknowledge every record")
+        # The holder acquires records and keeps them unacknowledged (it never polls again:
+        # a poll acknowledges the records of the one before), then the acker acquires later
+        # ones and acknowledges them. The start offset stays at the holder's first record;
+        # the acker's, beyond it, are no longer lag: the broker's lag says so, end - start
+        # does not.
+        produce(10)
+        wait_until(lambda: _acquired(holder) > 0, 30, interval=0.1,
+                   what="the holder to acquire records")
+        produce(10)
+        wait_until(lambda: _acquired(acker) > 0, 30, interval=0.1,
+                   what="the acker to acquire records")
+
+        def acknowledged_beyond_start() -> bool:
+            _acquired(acker, 0.2)  # its acknowledgements go with its next fetch
+            got = offsets()
+            ends, _starts, _errors = reader.log_offsets([tp])
+            lag = got.lag.get(tp)
+            return lag is not None and 0 < lag < ends[tp] - got.committed[tp]
+
+        # not polled after: once the holder's acquisition lock times out, the acker would
+        # take its records too
+        wait_until(acknowledged_beyond_start, 20, interval=0.2,
+                   what="the acker's acknowledgements to reach the broker")
+
+        def page_and_row() -> tuple[tuple, tuple]:
+            pv = next(pv for pv in observer.poll_once().partitions if pv.partition == 0)
+            row = watcher.refresh_once().row(group)
+            assert row is not None and row.error is None, row
+            part = next(p for p in row.partitions if (p.topic, p.partition) == tp)
+            return ((pv.committed, pv.end, pv.lag_messages, pv.lag_reported),
+                    (part.committed, part.end, part.lag_messages))
+
+        (page, overview), output = _agreeing(page_and_row,
+                                             lambda: kafka_tools.share_group_offsets(group),
+                                             group)
+        rows = _table(output, group)
+        assert [(r["TOPIC"], r["PARTITION"]) for r in rows] == [(topic, "0")], output
+        start, lag, end = int(rows[0]["START-OFFSET"]), int(rows[0]["LAG"]), page[1]
+        # the page and the overview (so the exporter) show the tool's lag, as the broker's
+        assert page == (start, end, lag, True), output
+        assert overview == (start, end, lag), output
+        assert offsets().lag == {tp: lag}
+        assert 0 < lag < end - start, output
+    finally:
+        watcher.stop()
+        observer.stop()
+        for m in (holder, acker):
+            m.close()
+
+
 # ---- streams groups --------------------------------------------------------------------
 
 
@@ -265,3 +371,33 @@ def test_streams_group_members_equal_kafkas_streams_group_command(
                for r in rows), output
     assert {r["TARGET-ASSIGNMENT-EPOCH"] for r in rows} == {str(described.target_epoch)}
     assert {r["MEMBER-PROTOCOL"] for r in rows} == {"streams"}
+
+
+def test_a_streams_groups_snapshot_and_header_carry_its_group_and_target_epochs(
+        kafka: KafkaSettings, reader: KafkaReader, streams_group: StreamsGroup) -> None:
+    from dashboard.views.live import header_badges
+
+    sg = streams_group
+    _settled(reader, sg.group, "streams", 2)
+    # as the Live page runs it: the __consumer_offsets tail on, which has nothing to say
+    # of a streams group, so both epochs come from the description
+    observer = Observer(kafka, sg.group, sg.source, tail_events=False, exact_lag=False,
+                        sample_every=3600)
+    try:
+        def agreeing() -> tuple[GroupDescription, Snapshot] | None:
+            before = reader.describe([sg.group], "streams")[sg.group]
+            snap = observer.poll_once()
+            after = reader.describe([sg.group], "streams")[sg.group]
+            return (after, snap) if before == after and snap.error is None else None
+
+        described, snap = wait_until(agreeing, AGREE_S, interval=0.5,
+                                     what=f"{sg.group} to hold still across a poll")
+        assert isinstance(described, GroupDescription)
+        assert snap.protocol == "streams"
+        assert described.epoch is not None and described.target_epoch is not None
+        assert (snap.generation, snap.target_epoch) == (described.epoch,
+                                                        described.target_epoch)
+        assert (f"group epoch **{described.epoch}** · target epoch "
+                f"**{described.target_epoch}**") in header_badges(snap)
+    finally:
+        observer.stop()

@@ -3,6 +3,8 @@ lag per member, streams members' tasks, and the timeline of a share group."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from backend.observer.collect import RawMember, RawObservation
@@ -70,6 +72,26 @@ def test_a_share_partitions_start_offset_is_its_committed_offset_and_lag_counts_
     parts = partition_views(obs, TOPIC, {}, {})
     assert [(p.committed, p.end, p.lag_messages) for p in parts] == [
         (40, 100, 60), (100, 100, 0), (None, 7, 7)]
+
+
+def test_a_share_partitions_reported_lag_is_its_lag_and_the_others_keep_the_arithmetic(
+        ) -> None:
+    # records past the start offset were acknowledged: the broker counts 25 not yet
+    # acknowledged on partition 0 where end - start says 60; it reports nothing for 1 and 2
+    obs = replace(_obs("share", [_member("ada", 0, 1), _member("bruno", 0, 1)],
+                       committed={0: 40, 1: 90}, ends={0: 100, 1: 100, 2: 7}, n=3),
+                  reported_lag={(TOPIC, 0): 25})
+    parts = partition_views(obs, TOPIC, {0: 4_000, 1: 6_000}, {})
+    assert [(p.committed, p.end, p.lag_messages, p.lag_reported) for p in parts] == [
+        (40, 100, 25, True), (90, 100, 10, False), (None, 7, 7, False)]
+    # the age is still the record at the start offset's: the oldest not acknowledged
+    assert [p.lag_seconds for p in parts[:2]] == [6.0, 4.0]
+    # the members' lags and the group's total add up the lags shown
+    members = {m.client_id: m.lag_messages for m in member_views(obs, TOPIC, parts)}
+    assert members == {"ada": 25 + 10, "bruno": 25 + 10}
+    # a reported 0 is a lag of 0, not "not reported"
+    caught_up = partition_views(replace(obs, reported_lag={(TOPIC, 0): 0}), TOPIC, {}, {})
+    assert (caught_up[0].lag_messages, caught_up[0].lag_reported) == (0, True)
 
 
 def test_assigned_and_share_map_list_every_member_of_a_partition_once() -> None:

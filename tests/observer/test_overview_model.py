@@ -75,6 +75,23 @@ def test_markers_only_before_the_end_mean_caught_up_and_known_times_give_seconds
     assert row.max_lag_seconds == pytest.approx(6.0)
 
 
+def test_a_share_groups_reported_lag_is_its_partitions_lag_where_the_broker_reports_one():
+    model = OverviewModel()
+    desc = GroupDescription("q", "Stable", "share", "simple", (member("m1", 0, 1),
+                                                               member("m2", 0, 1)))
+    # start offsets 40 and 70; the broker reports 25 records not yet acknowledged on
+    # partition 0 (end - start says 60) and nothing on partition 1
+    got = GroupReading("q", 10_000, desc, {(T, 0): 40, (T, 1): 70},
+                       reported_lag={(T, 0): 25})
+    row = model.update(got, ENDS, {}, own=False, oldest_unread_ms={(T, 0): 7_000})
+    by_p = {p.partition: p for p in row.partitions}
+    assert (by_p[0].committed, by_p[0].lag_messages) == (40, 25)
+    assert by_p[0].lag_seconds == pytest.approx(3.0)  # the oldest record not acknowledged
+    assert (by_p[1].committed, by_p[1].lag_messages) == (70, 30)
+    assert row.lag_messages == 55 and row.lag_trend == (55,)
+    assert row.protocol == "share" and row.members == 2
+
+
 def test_trend_rate_and_catch_up_follow_successive_readings():
     model = OverviewModel()
     for i, committed in enumerate((40, 50, 60, 70)):
