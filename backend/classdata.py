@@ -28,8 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-# What writing an archive may take once its JVM is told to stop (~13 s for Spark's 190 MB on
-# 2 busy cores)
+# What writing an archive may take once its JVM is told to stop: Spark's, the largest, fits
+# well within it on 2 busy cores (see bench/README.md, "A faster start: Spark's class-data
+# archive, Spark serving, the first replica alone")
 DUMP_BUDGET_S = 120.0
 
 

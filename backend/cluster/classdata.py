@@ -1,9 +1,9 @@
 """Kafka's class-data archive (backend/classdata.py): a node's JVMs map their classes.
 
 An embedded node starts two JVMs: StorageTool formats its storage (first start only), then
-the node itself. On a quiet 2-core machine they took 1.3-1.6 s and 3.3-3.7 s to a ready
-broker; on the archive 0.8 s and 2.1 s. In `groupscope up` the node starts beside Spark's
-engine, so the CPU it no longer spends goes to the engine too.
+the node itself. Both are ready sooner on the archive (see bench/README.md, "Summaries seen
+when written; Kafka's class-data archive", "A node's start alone"). In `groupscope up` the
+node starts beside Spark's engine, so the CPU it no longer spends goes to the engine too.
 
 The training node answers what the stack asks of a fresh one (`train`, given by
 backend/stack/prepare.py: topics, a consumer group, a transaction) before it is stopped; the

@@ -1,9 +1,10 @@
 """Spark's class-data archive (backend/classdata.py): the engine's JVM maps its classes.
 
-A Spark Connect server loads ~21 000 classes by its first answered query; read, parsed and
-verified one by one from their jars they are ~6 s of a 2-core machine's start. Mapped from
-the archive, a fresh engine listens after 4.0 s instead of 6.5 s and has answered a
-replica's warm-up after 7.9 s instead of 12.8 s, for 40 % less CPU (bench/engine_start.py).
+A Spark Connect server loads many thousands of classes by its first answered query; read,
+parsed and verified one by one from their jars they are a large part of a fresh engine's
+start on a small machine. Mapped from the archive, a fresh engine listens sooner and answers
+a replica's warm-up sooner, for less CPU (bench/engine_start.py; see bench/README.md, "A
+faster start: Spark's class-data archive, Spark serving, the first replica alone").
 
 The training engine answers the queries it will serve (`train`, given by
 backend/stack/prepare.py: the replicas' warm-ups) before it is stopped; the check is a

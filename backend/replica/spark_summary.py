@@ -92,13 +92,14 @@ GROUP_KEYS = ("partition", "sid", "win", "reason", "bad_offset")
 # Below this many rows a batch runs interpreted (`SparkSummariser._execution_for`). A caught-up
 # replica's batch holds tens of rows, and for it Spark's fixed cost is the work: generating
 # and formatting the Java source of its projections and aggregation (the source is rebuilt per
-# query even when the compiled class is cached) costs more than interpreting 50 rows. Measured
-# on a quiet 2-core engine: 50 rows 141 -> 92 ms of engine CPU a query, 500 rows 104 -> 75 ms,
-# 2 000 rows about even, 10 000 rows 203 -> 262 ms (bench/README, "Spark's fixed cost").
+# query even when the compiled class is cached) costs more than interpreting 50 rows.
+# Interpreted is cheaper up to a few thousand rows, about even here, and dearer above (see
+# bench/README.md, "Spark's fixed cost per batch").
 INTERPRETED_BELOW_ROWS = 2_000
 # Set once per session. The batch query has no exchange (`aggregate`: one task, one stage),
 # so adaptive execution has nothing to re-plan, yet it still runs each query's result stage
-# through its own stage machinery and thread pool: 10-20 % of a tiny query's engine CPU.
+# through its own stage machinery and thread pool, a share of a tiny query's engine CPU worth
+# saving (see bench/README.md, "Spark's fixed cost per batch").
 SESSION_CONFS = {"spark.sql.adaptive.enabled": "false"}
 # How each execution mode sets the session: whole-stage codegen plus compiled expressions, or
 # neither. `factoryMode` is an internal Spark conf that a session may set at run time.
@@ -109,8 +110,9 @@ EXECUTION_CONFS = {
                     "spark.sql.codegen.factoryMode": "NO_CODEGEN"},
 }
 # The warm-up batch (SparkSummariser.warm_up): enough rows for the engine's JIT to compile the
-# query's per-row code (a 1-row warm-up left a fresh engine's first 20 000-row batch at ~1.3 s,
-# 5 000 rows ~0.6 s); more rows only cost a replica joining a busy demo, whose engine is warm.
+# query's per-row code (a 1-row warm-up left a fresh engine's first full batch about twice as
+# slow: see bench/README.md, "The pipeline at its limit, 2026-11-24", "Start-up"); more rows
+# only cost a replica joining a busy demo, whose engine is warm.
 WARM_UP_ROWS = 5_000
 
 
@@ -119,8 +121,9 @@ def with_last_seqs(table: pa.Table, key: str, last_seqs: dict[str, int]) -> pa.T
     not seen yet), looked up by the row's key column in Arrow, vectorised.
 
     This is what tells a replayed record (seq <= last_seq) from a new one. It travels as a
-    column rather than as a map literal in the query: a literal of even 12 streams added
-    ~90 ms of the engine's CPU to every batch's planning, and grows with the streams.
+    column rather than as a map literal in the query: a literal of even the demo's dozen
+    streams added to every batch's planning, and grows with the streams (see bench/README.md,
+    "The pipeline at its limit, 2026-11-24", "The Spark query").
     """
     keys = table.column(key)
     names = list(last_seqs)
@@ -133,12 +136,13 @@ def with_last_seqs(table: pa.Table, key: str, last_seqs: dict[str, int]) -> pa.T
 
 def seqs_unique(table: pa.Table) -> bool:
     """Whether no stream holds a seq twice in this (typed) batch: one hash grouping in Arrow,
-    ~10 ms per 100 000 rows.
+    cheap next to the Spark work it can save (see bench/README.md, "The pipeline at its
+    limit, 2026-11-24", "The Spark query").
 
     It decides which of two exact Spark plans summarises the batch (`aggregate`): with every
     (stream, seq) once, the count of distinct new seqs is the count of new rows, and the
-    per-seq aggregation level, a third to nearly half of the engine's CPU per batch, has
-    nothing to do. Spark computes every figure of the summary either way."""
+    per-seq aggregation level, a large share of the engine's CPU per batch (same section),
+    has nothing to do. Spark computes every figure of the summary either way."""
     if table.num_rows == 0:
         return True
     return table.group_by(["stream_id", "seq"]).aggregate([]).num_rows == table.num_rows
@@ -327,9 +331,10 @@ class SparkSummariser:
 
         `both_plans` also runs the plan for a batch that repeats a seq (`aggregate`'s
         per-seq level, which a replayed or duplicated record brings): a first such batch
-        otherwise costs 0.7-1.6 s more on 2 busy cores, and a two-row batch for the
-        interpreted mode (INTERPRETED_BELOW_ROWS) a new member's first batch runs in. A
-        standby, off the start's critical path, pays them; a cold start does not wait."""
+        otherwise costs much more on 2 busy cores (see bench/README.md, "A warm standby
+        replica, 2026-11-25"), and a two-row batch for the interpreted mode
+        (INTERPRETED_BELOW_ROWS) a new member's first batch runs in. A standby, off the
+        start's critical path, pays them; a cold start does not wait."""
         from backend.replica.batch import MicroBatch
 
         seqs = [list(range(rows))] + ([[*range(rows), 0], [0, 1]] if both_plans else [])
