@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "backend.replica.cli",  # replica
     "backend.supervisor.cli",  # backend, ctl
     "backend.observer.cli",  # snapshot, groups, watch
+    "backend.offsets.cli",  # offsets reset, offsets delete
     "backend.chaos.cli",  # chaos
     "backend.exporter.cli",  # exporter
 )

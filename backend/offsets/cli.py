@@ -1,0 +1,406 @@
+"""`groupscope offsets reset|delete`: move or delete a group's committed offsets, preview first.
+
+This module does the I/O around `plan.py`, which decides. Reads go through the reading layer
+(`KafkaReader`: the group's type and state, committed offsets, log start and end, offsets
+for a time). The one write is made by a confluent-kafka AdminClient (alter), created only
+with `--execute` and only after every check has passed, so a preview can never change
+anything, whatever goes wrong in it. A delete is previewed only: confluent-kafka does not
+wrap OffsetDelete, so `--execute` names Kafka's own tool.
+
+Kafka accepts offsets committed from outside a group only while the group is Empty (its
+members would overwrite them, and the broker refuses the commit anyway), so `--execute`
+checks that first and refuses in one line otherwise. After writing, the committed offsets
+are read back through the same reader the preview used, and any difference from the plan
+fails the command: a reset that reports success must have done exactly what it showed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TypeVar
+
+from backend.cli_common import UserError, add_cluster_args
+from backend.offsets.plan import (
+    TP,
+    Extent,
+    Plan,
+    TopicSpec,
+    change_lines,
+    choose_target,
+    differences,
+    format_ms,
+    format_plan,
+    merge_specs,
+    parse_topic_spec,
+    plan_delete,
+    plan_dict,
+    plan_reset,
+    select_partitions,
+    summary,
+)
+
+if TYPE_CHECKING:
+    from backend.cluster.settings import KafkaSettings
+    from backend.kafkaread.reader import KafkaReader, Listing
+
+T = TypeVar("T")
+WRITE_TIMEOUT_S = 30.0
+EXIT_FAILED = 1  # something may have changed: read the output
+EXIT_REFUSED = 2  # nothing changed (also what main() returns for a UserError)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "offsets", help="reset or delete a consumer group's committed offsets (preview first)",
+        description="Move a consumer group's committed offsets (reset) or delete them. "
+                    "Without --execute only a preview is printed and nothing changes: per "
+                    "partition the committed and new offset, the log's start and end, and "
+                    "how many records the change replays or skips.")
+    verbs = p.add_subparsers(dest="verb", metavar="ACTION")
+
+    reset = verbs.add_parser(
+        "reset", help="move committed offsets to a target",
+        description="Reset a group's committed offsets to exactly one target. Offsets are "
+                    "clamped into [log start, log end], as Kafka does, and the preview says "
+                    "so. --execute applies the previewed offsets to an Empty group.")
+    _common(reset)
+    target = reset.add_argument_group("target (exactly one)")
+    target.add_argument("--to", metavar="earliest|latest",
+                        help="the log start, or the log end")
+    target.add_argument("--to-datetime", metavar="T",
+                        help="the first record at or after T: ISO 8601 (2026-05-01T09:30:00, "
+                             "optionally with Z or +02:00; none is local time) or '10m ago', "
+                             "'2h ago', '1d ago'. A partition with no record at or after T "
+                             "goes to its log end, and the preview says so")
+    target.add_argument("--to-offset", metavar="N", type=_integer,
+                        help="offset N in every chosen partition (clamped into the log)")
+    target.add_argument("--shift-by", metavar="N", type=_integer,
+                        help="N from the committed offset; negative moves back (replays)")
+    reset.set_defaults(func=_reset)
+
+    delete = verbs.add_parser(
+        "delete", help="delete the committed offsets of a topic",
+        description="Delete a group's committed offsets for a topic (KIP-496 OffsetDelete): "
+                    "its next consumer then starts where its auto.offset.reset says. "
+                    "--execute applies it to an Empty group.")
+    _common(delete, topic_required=True)
+    delete.set_defaults(func=_delete)
+    p.set_defaults(func=lambda args: _no_verb(p))
+
+
+def _common(p: argparse.ArgumentParser, topic_required: bool = False) -> None:
+    add_cluster_args(p)
+    p.add_argument("--group", required=True, help="the consumer group")
+    p.add_argument("--topic", action="append", default=[], metavar="T[:P,P]",
+                   required=topic_required,
+                   help="only this topic, or these partitions of it (repeatable)"
+                        + ("" if topic_required else "; default: every partition the group "
+                                                     "has committed offsets for"))
+    p.add_argument("--execute", action="store_true",
+                   help="apply the change (default: preview only; the group must be Empty)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _no_verb(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return EXIT_REFUSED
+
+
+# ---- reading ------------------------------------------------------------------------------
+
+def _read(what: str, call: Callable[[], T]) -> T:
+    """A reader call whose failure is one line naming what was being read."""
+    from backend.kafkaread.reader import ReaderError
+
+    try:
+        return call()
+    except ReaderError as exc:
+        raise UserError(f"could not read {what}: {exc}") from None
+
+
+class _Group:
+    """What the commands need to know about the group before planning."""
+
+    def __init__(self, reader: KafkaReader, settings: KafkaSettings, group: str) -> None:
+        self.reader, self.settings, self.name = reader, settings, group
+        listing = self._listing()
+        self.type = listing.type or "consumer"
+        self.state = listing.state
+
+    def _listing(self) -> Listing:
+        groups, errors = _read("the cluster's groups", self.reader.listing)
+        found = next((g for g in groups if g.group == self.name), None)
+        if found is not None:
+            return found
+        if errors:
+            raise UserError(f"group {self.name} was not listed, but the listing of "
+                            f"{self.settings.bootstrap} is partial: {errors[0]}")
+        raise UserError(f"group {self.name} has no committed offsets on "
+                        f"{self.settings.bootstrap}")
+
+    def committed(self) -> dict[TP, int]:
+        kind = "share" if self.type == "share" else "consumer"
+        answer = _read(f"the committed offsets of group {self.name}",
+                       lambda: self.reader.committed([self.name], kind)).get(self.name, {})
+        if isinstance(answer, str):
+            raise UserError(f"could not read the committed offsets of group {self.name}: "
+                            f"{answer}")
+        return answer
+
+    def refuse_unless_empty(self) -> None:
+        """One line, nothing changed, unless Kafka would take offsets for this group now."""
+        if self.state == "Empty":
+            return
+        members = ""
+        described = _read(f"group {self.name}",
+                          lambda: self.reader.describe([self.name], self.type))
+        desc = described.get(self.name)
+        if desc is not None and not isinstance(desc, str):
+            count = len(desc.members)
+            members = f" with {count} member{'s' if count != 1 else ''}"
+        raise UserError(f"group {self.name} is {self.state}{members}: stop its members "
+                        "first (Kafka takes offsets from outside a group only while it is "
+                        "Empty); nothing changed")
+
+
+def _refuse_other_types(group: _Group, action: str, executing: bool) -> None:
+    """Streams groups are left to Kafka's own tool; a share group's start offsets can be
+    previewed here but not yet changed."""
+    if group.type == "streams":
+        raise UserError(f"group {group.name} is a streams group: {action} its offsets with "
+                        f"Kafka's kafka-streams-groups --{action}-offsets; nothing changed")
+    if action == "delete" and executing:
+        # confluent-kafka does not wrap OffsetDelete; it will go through Kafka's Java Admin
+        # with the share groups' resets, in a writing child apart from the read-only reader
+        raise UserError(f"deleting offsets is previewed here but not applied yet: run Kafka's "
+                        f"kafka-consumer-groups --delete-offsets --group {group.name} "
+                        f"--topic TOPIC; nothing changed")
+    if group.type == "share" and (executing or action == "delete"):
+        raise UserError(f"group {group.name} is a share group: its start offsets are "
+                        f"{'reset' if action == 'reset' else 'deleted'} with Kafka's "
+                        f"kafka-share-groups --{action}-offsets for now; nothing changed")
+
+
+def _topic_counts(reader: KafkaReader, specs: list[TopicSpec]) -> dict[str, int]:
+    """Partition counts of the named topics that exist (the others are left out)."""
+    if not specs:
+        return {}
+    metas, _errors = _read("topic metadata", lambda: reader.topics([s.topic for s in specs]))
+    return {t: m.count for t, m in metas.items() if m.count}
+
+
+def _extents(reader: KafkaReader, tps: list[TP]) -> dict[TP, Extent]:
+    ends, starts, errors = _read("log offsets", lambda: reader.log_offsets(tps))
+    if errors:
+        (t, p), why = sorted(errors.items())[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise UserError(f"could not read the log start and end of {t}-{p}{more}: {why}")
+    return {tp: Extent(starts[tp], ends[tp]) for tp in tps}
+
+
+def _specs(args: argparse.Namespace) -> list[TopicSpec]:
+    return merge_specs([parse_topic_spec(text) for text in args.topic])
+
+
+# ---- commands -----------------------------------------------------------------------------
+
+def _reset(args: argparse.Namespace) -> int:
+    target = choose_target(args.to, args.to_datetime, args.to_offset, args.shift_by,
+                           datetime.now(UTC))
+    specs = _specs(args)
+
+    def plan_with(reader: KafkaReader, group: _Group) -> Plan:
+        committed = group.committed()
+        if not committed:
+            raise UserError(f"group {group.name} has no committed offsets on "
+                            f"{group.settings.bootstrap}")
+        tps = select_partitions(group.name, committed, specs, _topic_counts(reader, specs))
+        extents = _extents(reader, tps)
+        at_time = None
+        if target.kind == "datetime":
+            at_time, errors = _read("offsets for the time", lambda: reader.list_offsets(
+                {tp: str(target.value) for tp in tps}))
+            if errors:
+                (t, p), why = sorted(errors.items())[0]
+                raise UserError(f"could not look up {target.describe()} in {t}-{p}: {why}")
+        return plan_reset(group.name, target, tps, committed, extents, at_time, group.type)
+
+    pin = None
+    if target.kind == "datetime" and target.given != format_ms(target.value):
+        pin = f"--to-datetime {format_ms(target.value)}"
+    return _run(args, "reset", plan_with, pin)
+
+
+def _delete(args: argparse.Namespace) -> int:
+    specs = _specs(args)
+
+    def plan_with(reader: KafkaReader, group: _Group) -> Plan:
+        committed = group.committed()
+        if not committed:
+            raise UserError(f"group {group.name} has no committed offsets on "
+                            f"{group.settings.bootstrap}")
+        tps = select_partitions(group.name, committed, specs, _topic_counts(reader, specs),
+                                every_partition=False)
+        plan = plan_delete(group.name, tps, committed, _extents(reader, tps))
+        if not plan.rows:
+            raise UserError(f"group {group.name} has no committed offsets in "
+                            f"{', '.join(args.topic)}: nothing to delete")
+        return plan
+
+    return _run(args, "delete", plan_with)
+
+
+def _run(args: argparse.Namespace, action: str,
+         plan_with: Callable[[KafkaReader, _Group], Plan], pin: str | None = None) -> int:
+    """Check, plan, print; with --execute also apply, read back and compare. `pin` is the
+    absolute form of a relative target, offered so a later --execute means the same time."""
+    from backend.kafkaread.reader import KafkaReader
+    from backend.observer.cli import cluster_settings
+
+    settings = cluster_settings(args)
+    cluster = settings.describe()
+    reader = KafkaReader(settings, client_id="groupscope-offsets")
+    try:
+        group = _Group(reader, settings, args.group)
+        _refuse_other_types(group, action, args.execute)
+        if args.execute:
+            group.refuse_unless_empty()  # before the plan: a refusal is its one line
+        plan = plan_with(reader, group)
+        if not args.execute or not plan.changed:
+            _show(plan, cluster, args.json, executing=False)
+            if args.execute:
+                print(f"nothing to {action}: every offset is already as planned",
+                      file=sys.stderr)
+            elif args.json:
+                pass
+            elif group.type == "share":
+                print("--execute does not change a share group yet: use Kafka's "
+                      "kafka-share-groups --reset-offsets")
+            else:
+                print(f"add --execute to apply it (the group must be Empty; it is now "
+                      f"{group.state})")
+                if pin:
+                    print(f"{pin} pins this time for a later run")
+            return 0
+        if not args.json:
+            print(format_plan(plan, cluster, executing=True), flush=True)
+        refused = _apply(settings, plan)
+        applied = _log_applied(plan, cluster, refused)  # logged before anything else can fail
+        try:
+            read_back = group.committed()
+        except UserError as exc:
+            print(f"groupscope offsets: applied, but the offsets could not be read back to "
+                  f"check them: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    finally:
+        reader.close()
+    return _report(plan, applied, cluster, args.json, refused, read_back)
+
+
+def _show(plan: Plan, cluster: str, as_json: bool, executing: bool) -> None:
+    if as_json:
+        print(json.dumps({**plan_dict(plan, cluster), "executed": executing}, indent=2))
+    else:
+        print(format_plan(plan, cluster, executing=executing))
+
+
+def _apply(settings: KafkaSettings, plan: Plan) -> dict[TP, str]:
+    """Write the plan's changed rows; returns the partitions the broker refused, with why.
+    The writing client exists only here, for this one request."""
+    tps = [r.tp for r in plan.changed]
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    from backend.cluster.clients import quiet_admin
+    from backend.errors import one_line
+
+    admin = quiet_admin(settings)
+    request = ConsumerGroupTopicPartitions(plan.group, [
+        TopicPartition(r.topic, r.partition, r.new) for r in plan.changed])
+    try:
+        future = admin.alter_consumer_group_offsets(
+            [request], request_timeout=WRITE_TIMEOUT_S)[plan.group]
+        answer = future.result(timeout=WRITE_TIMEOUT_S + 5)
+    except KafkaException as exc:
+        return dict.fromkeys(tps, settings.scrub(one_line(exc)))
+    return {(tp.topic, tp.partition): _partition_error(tp.error)
+            for tp in answer.topic_partitions or () if tp.error is not None}
+
+
+def _partition_error(error: object) -> str:
+    """A partition's commit error in Kafka's words, with what to do when the group gained a
+    member between the check and the commit (the broker then refuses it)."""
+    name = getattr(error, "name", None)
+    text = getattr(error, "str", None)
+    if callable(name) and callable(text):
+        return _with_hint(name(), f"{name()}: {text()}")
+    return str(error)
+
+
+def _with_hint(name: str, line: str) -> str:
+    """`line`, plus what to do when the broker refused because the group has members now
+    (one joined between the check and the write)."""
+    if name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS",
+                "STALE_MEMBER_EPOCH", "GROUP_SUBSCRIBED_TO_TOPIC"):
+        return f"{line} (the group is no longer Empty: stop its members first)"
+    return line
+
+
+def _log_applied(plan: Plan, cluster: str, refused: dict[TP, str]) -> Plan:
+    """Log on stderr every change the broker accepted (group, topic-partition, before →
+    after), a summary, and every partition it refused; returns the plan of what it took."""
+    applied = Plan(plan.group, plan.action, plan.target,
+                   tuple(r for r in plan.rows if r.tp not in refused), plan.group_type)
+    for line in change_lines(applied):
+        print(f"groupscope offsets: {line}", file=sys.stderr)
+    print(f"groupscope offsets: {plan.action} group {plan.group} on {cluster}: "
+          f"{summary(applied, done=True)}", file=sys.stderr)
+    for (t, p), why in sorted(refused.items()):
+        print(f"groupscope offsets: {t}-{p} was NOT changed: {why}", file=sys.stderr)
+    sys.stderr.flush()
+    return applied
+
+
+def _report(plan: Plan, applied: Plan, cluster: str, as_json: bool, refused: dict[TP, str],
+            read_back: dict[TP, int]) -> int:
+    """Print the offsets read back, and fail loudly on any partition that was refused or
+    reads back other than planned."""
+    wrong = differences(applied, read_back)  # the refused are already reported as such
+    for line in wrong:
+        print(f"groupscope offsets: READ BACK DIFFERS: {line}", file=sys.stderr)
+    rows = [(r.topic, r.partition, read_back.get(r.tp)) for r in plan.rows]
+    if as_json:
+        print(json.dumps({**plan_dict(plan, cluster), "executed": True,
+                          "refused": [{"topic": t, "partition": p, "error": e}
+                                      for (t, p), e in sorted(refused.items())],
+                          "read_back": [{"topic": t, "partition": p, "committed": c}
+                                        for t, p, c in rows],
+                          "matches_plan": not wrong}, indent=2))
+    else:
+        width = max([len("TOPIC"), *(len(t) for t, _, _ in rows)])
+        lines = ["", "committed offsets read back:",
+                 f"{'TOPIC':<{width}} {'P':>4} {'COMMITTED':>12}"]
+        lines += [f"{t:<{width}} {p:>4} {'-' if c is None else c:>12}" for t, p, c in rows]
+        lines.append("")
+        if refused:
+            lines.append(f"NOT APPLIED in {len(refused)} partition"
+                         f"{'s' if len(refused) != 1 else ''} (see above)")
+        lines.append(f"DIFFERS FROM THE PREVIEW in {len(wrong)} partition"
+                     f"{'s' if len(wrong) != 1 else ''} (see above)" if wrong else
+                     "every applied offset reads back as previewed")
+        print("\n".join(lines))
+    if refused or wrong:
+        print(f"groupscope offsets: {plan.action} of group {plan.group} did not complete: "
+              f"{len(refused)} refused, {len(wrong)} read back differently", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
