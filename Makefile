@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup jars lint unit bench clean soak-brokers
+.PHONY: demo test setup jars lint unit bench clean soak-brokers soak-page
 
 # ROOM=1: a workshop room (participants' laptops join over the LAN); ROOM=IP picks the address
 demo: setup jars
@@ -45,6 +45,11 @@ unit: setup
 # process may die (tests/system/test_broker_faults.py runs five in `make test`)
 soak-brokers: setup jars
 	GROUPSCOPE_FAULT_CYCLES=20 $(BIN)/pytest -q tests/system/test_broker_faults.py $(PYTEST_ARGS)
+
+# the Groups page left open for thirty minutes while groups come and go: its JS heap and the
+# server's memory must stay flat (tests/dashboard/test_overview_always_on.py runs three)
+soak-page: setup jars
+	GROUPSCOPE_ALWAYS_ON_S=1800 $(BIN)/pytest -q tests/dashboard/test_overview_always_on.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf .groupscope test-artifacts .pytest_cache
