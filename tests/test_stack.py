@@ -23,7 +23,7 @@ from backend.proc import STOP_WITHIN_S, run, spawn
 from tests.conftest import stack_processes
 
 EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replica", "backend",
-                     "ctl", "snapshot", "groups", "exporter"}
+                     "ctl", "snapshot", "groups", "exporter", "offsets"}
 
 
 def _processes_with_marker(marker: str) -> list[int]:
