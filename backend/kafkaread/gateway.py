@@ -142,7 +142,17 @@ def compiled_classes(quiet: bool = True) -> Path:
         tmp.rename(out)
     except OSError:  # another process built it meanwhile
         shutil.rmtree(tmp, ignore_errors=True)
+    _forget_older_builds(out)
     return out / READER_JAR
+
+
+def _forget_older_builds(current: Path) -> None:
+    """Delete the reader's earlier builds (another source or Java) beside `current`: each
+    change of AdminReader.java leaves one behind otherwise. A JVM still running on one keeps
+    its open jar; restarted, it compiles anew."""
+    for old in current.parent.glob("kafka-reader-*"):
+        if old != current and old.is_dir() and (old / ".complete").exists():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def class_path() -> list[Path]:
