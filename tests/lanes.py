@@ -1,11 +1,17 @@
 """The whole suite in two lanes at once: `make test`'s runner.
 
-A few tests take minutes by design and spend them waiting (marked `slow`: a Groups page left
-open for ten minutes, an idle topic watched for two). Run after the rest they added twelve
-minutes to a forty-minute suite while using a tenth of a core; run beside it, in a second
-pytest process, their waiting overlaps the rest's work. The two lanes share nothing but the
-machine: each has its own broker fixture, its own temporary folders, and every process a
-test starts is tagged, reaped and dies with its parent as in one lane.
+The tests marked `slow` take a minute or more each and spend most of it waiting: a Groups
+page left open, an idle topic watched, soaks, chaos runs, Kafka nodes killed and restarted,
+a laptop joining the room. Run after the rest they made a forty-minute suite; run beside it,
+in a second pytest process, their waiting overlaps the rest's work, and the marks are chosen
+so the two lanes take about as long (bench/README.md, "The test suite's time"). The two lanes
+share nothing but the machine: each has its own broker fixture, its own temporary folders,
+and every process a test starts is tagged, reaped and dies with its parent as in one lane.
+
+Why not pytest-xdist: its workers take the next test as they free up, so two CPU-heavy tests
+(two stacks starting Spark) can run at once on two cores, where here a lane of mostly
+waiting tests runs beside a lane of working ones; and each xdist worker would start its own
+session broker and Spark as a lane does, so it would share no more.
 
     python -m tests.lanes [pytest options]
 

@@ -133,6 +133,7 @@ def test_up_with_a_failing_engine_stops_the_broker_and_leaves_nothing(tmp_path, 
     assert stack_processes(stack) == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_up_on_three_brokers_and_two_spark_workers_and_ctrl_c_leaves_no_process(tmp_path,
                                                                                   stack, chromium):

@@ -25,6 +25,7 @@ def test_broker_faults_alternate_one_node_down_at_a_time() -> None:
     assert {BROKER_KILL, BROKER_START} == set(kinds)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_exactly_once_loses_and_doubles_nothing_while_kafka_nodes_die(
         cluster3: EmbeddedCluster, spark_remote, artifacts_dir, unique) -> None:

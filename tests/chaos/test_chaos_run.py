@@ -27,6 +27,7 @@ def _run(kafka, spark_remote, artifacts_dir, unique, **overrides) -> ChaosReport
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_at_least_once_loses_nothing_under_kills_stops_and_scaling(kafka, spark_remote,
                                                                     artifacts_dir, unique):
@@ -42,6 +43,7 @@ def test_at_least_once_loses_nothing_under_kills_stops_and_scaling(kafka, spark_
     assert r.ok
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_exactly_once_has_no_duplicates_under_kills(kafka, spark_remote, artifacts_dir, unique):
     r = _run(kafka, spark_remote, artifacts_dir, unique, duration_s=30.0, seed=5,

@@ -71,6 +71,7 @@ def _owned_by_replicas(observer: ObserverProcess, after_ms: int = 0) -> bool:
             and set(snap["members"]) == set(REPLICAS))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["kill", "graceful"])
 def test_replicas_and_observer_ride_out_a_broker_restart(
         tmp_path: Path, spark_remote: str, unique: str, how: str,

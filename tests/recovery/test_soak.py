@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from backend.stack.soak import Soak, format_table
 
 
+@pytest.mark.slow
 def test_a_short_soak_leaves_no_orphans_no_zombies_and_no_fd_or_thread_growth(stack) -> None:
     out = io.StringIO()
     result = Soak(duration=100, kill_every=20, interval=2.0, out=out).run()

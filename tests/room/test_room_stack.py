@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 UP_TIMEOUT_S = 300.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
         stack: str, laptop: Laptop, laptop_chromium, chromium, artifacts_dir: Path,

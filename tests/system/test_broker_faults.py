@@ -42,7 +42,7 @@ MAX_SCRAPE_GAP_S = 15.0
 LISTED_AGAIN_S = 10.0
 PER_TYPE = 3  # groups of each type made by the test, beside the stack's own group
 
-pytestmark = [pytest.mark.stack, pytest.mark.browser,
+pytestmark = [pytest.mark.stack, pytest.mark.browser, pytest.mark.slow,
               pytest.mark.timeout(600 + 120 * CYCLES)]
 
 
