@@ -97,16 +97,16 @@ class Stack:
     _started: list[Any] = field(default_factory=list)
 
     def __enter__(self) -> Stack:
-        from backend.cluster.embedded import EmbeddedBroker
         from backend.cluster.settings import resolve_settings
         from backend.engine.server import SparkConnectServer
+        from backend.kafkanode.embedded import EmbeddedBroker
         from backend.netutil import free_port
 
         try:
             if self.bootstrap:
                 self.settings = resolve_settings(self.bootstrap, None)
             elif self.brokers > 1:
-                from backend.cluster.nodes import EmbeddedCluster
+                from backend.kafkanode.nodes import EmbeddedCluster
 
                 self.cluster = EmbeddedCluster(self.work / "cluster", brokers=self.brokers)
                 self.cluster.start()

@@ -157,7 +157,7 @@ def main() -> int:
     if args.bootstrap:
         settings = KafkaSettings(bootstrap=args.bootstrap, external=True)
     else:
-        from backend.cluster.embedded import EmbeddedBroker
+        from backend.kafkanode.embedded import EmbeddedBroker
         from backend.netutil import free_port
 
         broker = EmbeddedBroker(Path(tempfile.mkdtemp(prefix="bench-broker-")), port=free_port())

@@ -375,7 +375,7 @@ def print_table(tab: list[dict]) -> None:
 
 
 def session_settings() -> dict[str, Any]:
-    from backend.cluster.embedded import DEMO_GROUP_SETTINGS
+    from backend.kafkanode.embedded import DEMO_GROUP_SETTINGS
     from backend.replica.membership import GroupChoice
 
     classic = GroupChoice("classic", "range").consumer_properties()

@@ -15,6 +15,7 @@ from backend.cluster.settings import (
     ENV_KAFKA_CONFIG,
     KafkaSettings,
     embedded_settings,
+    quiet_logger,
     resolve_settings,
 )
 from backend.contracts import BrokerView
@@ -126,13 +127,11 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
 
 def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> EngineStatus:
     """Run a real Spark Connect query; raises EngineUnavailable with the reason."""
-    from backend.engine.session import check_engine, spark_remote
+    from backend.sparkclient.session import check_engine, spark_remote
 
     url = spark_remote(remote)
     return EngineStatus(url, check_engine(url, timeout=timeout))
 
 
 def _quiet() -> dict[str, object]:
-    from backend.cluster.clients import quiet_logger
-
     return {"logger": quiet_logger("groupscope.dashboard.librdkafka")}

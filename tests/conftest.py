@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from backend.cluster.embedded import EmbeddedBroker
-from backend.cluster.nodes import EmbeddedCluster
 from backend.cluster.settings import KafkaSettings
 from backend.engine.server import SparkConnectServer
+from backend.kafkanode.embedded import EmbeddedBroker
+from backend.kafkanode.nodes import EmbeddedCluster
 from backend.netutil import free_port
 
 pytest_plugins = ["tests.markers"]

@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 from backend import classdata as base
-from backend.cluster import classdata as kafka_classdata
 from backend.engine import classdata
-from backend.engine.session import check_engine
+from backend.kafkanode import classdata as kafka_classdata
 from backend.kafkaread import classdata as reader_classdata
 from backend.kafkaread import gateway
 from backend.kafkaread.gateway import ReaderError
+from backend.sparkclient.session import check_engine
 from backend.stack import prepare
 from backend.stack.prepare import kafka_class_archive, spark_class_archive
 
@@ -30,6 +30,7 @@ def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeyp
     """The JVM refuses an archive whose Java or whose jars' paths differ from when it was
     written: each gets a file of its own, in the environment's folder."""
     from backend.engine import server
+    from backend.kafkanode import embedded
 
     monkeypatch.setattr(base, "archive_dir", lambda: tmp_path / "env")
     homes = {name: tmp_path / name / "pyspark" for name in ("venv-a", "venv-b")}
@@ -59,11 +60,11 @@ def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeyp
     kafka_jars = {name: tmp_path / name / "kafka" / "lib" for name in ("cache-a", "cache-b")}
     for lib in kafka_jars.values():
         lib.mkdir(parents=True)
-    monkeypatch.setattr(kafka_classdata, "kafka_lib_dir", lambda: kafka_jars["cache-a"])
+    monkeypatch.setattr(embedded, "kafka_lib_dir", lambda: kafka_jars["cache-a"])
     kafka = kafka_classdata.archive_path()
     assert kafka is not None and kafka.name.startswith(base.prefix("kafka"))
     assert kafka.parent == first.parent and kafka_classdata.cached_archive() is None
-    monkeypatch.setattr(kafka_classdata, "kafka_lib_dir", lambda: kafka_jars["cache-b"])
+    monkeypatch.setattr(embedded, "kafka_lib_dir", lambda: kafka_jars["cache-b"])
     assert kafka_classdata.archive_path() not in (None, kafka)
 
 

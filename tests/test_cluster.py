@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.properties import KafkaConfigError, parse_properties, redact
 from backend.cluster.settings import ClusterUnreachable, resolve_settings
+from backend.kafkanode.embedded import EmbeddedBroker
 from backend.netutil import PortBusyError, free_port
 from backend.proc import run
 

@@ -18,8 +18,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from backend.cluster.clients import quiet_admin
-from backend.cluster.nodes import CLUSTER_FILE, ClusterError, EmbeddedCluster, cluster_nodes
+from backend.cluster.clusterfile import CLUSTER_FILE
 from backend.cluster.topics import ensure_topics
+from backend.kafkanode.nodes import ClusterError, EmbeddedCluster, cluster_nodes
 from backend.netutil import PortBusyError, free_port, wait_until
 
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from backend.engine.executors import ENV_UI, ExecutorsProbe, executors_at
-from backend.engine.session import EngineUnavailable, check_engine, connect
 from backend.netutil import free_port
+from backend.sparkclient.session import EngineUnavailable, check_engine, connect
 
 
 def test_spark_connect_query_returns_the_right_answer(spark_remote):

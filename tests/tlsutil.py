@@ -19,8 +19,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.cluster.embedded import TlsMaterial
 from backend.proc import run
+from tests.kafka_security import TlsMaterial
 
 OPENSSL = "openssl"
 OPENSSL_TIMEOUT_S = 30.0
@@ -122,10 +122,10 @@ def make_ca(directory: Path, name: str = "ca", common_name: str = "groupscope te
 
 def broker_tls(directory: Path, ca: CertAuthority | None = None,
                client_auth: str = "required") -> tuple[TlsMaterial, CertAuthority]:
-    """TLS for an EmbeddedBroker on 127.0.0.1: a certificate for IP 127.0.0.1 and localhost
-    with a passphrase-protected key, bundled with the CA into a password-protected PKCS12 key
-    store, and `ca` (a new one by default) as the PEM trust store for client certificates.
-    Returns the material and the CA.
+    """TLS for a SecureBroker (tests/kafka_security.py) on 127.0.0.1: a certificate for IP
+    127.0.0.1 and localhost with a passphrase-protected key, bundled with the CA into a
+    password-protected PKCS12 key store, and `ca` (a new one by default) as the PEM trust
+    store for client certificates. Returns the material and the CA.
 
     PKCS12 rather than a PEM key store: Kafka reads an encrypted PEM key through
     `EncryptedPrivateKeyInfo`, which on Java 17 cannot open the PBES2 keys OpenSSL 3 writes,

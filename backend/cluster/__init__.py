@@ -1,1 +1,2 @@
-"""Kafka: the embedded broker's lifecycle and the connection settings for any cluster."""
+"""Kafka's client side: how to reach any cluster (settings, client.properties), our admin
+clients, topics, group descriptions and murmur2. Running Kafka is backend/kafkanode's."""

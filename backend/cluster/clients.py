@@ -9,23 +9,13 @@ request meets a dropped connection (confluentinc/librdkafka#4605).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from backend.cluster.properties import KafkaConfigError
-from backend.cluster.settings import KafkaSettings
-
-
-def quiet_logger(name: str = "groupscope.librdkafka") -> logging.Logger:
-    """A logger that drops librdkafka's connection chatter instead of printing it to stderr."""
-    logger = logging.getLogger(name)
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    return logger
+from backend.cluster.settings import KafkaSettings, quiet_logger
 
 
 def quiet_admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:

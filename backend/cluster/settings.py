@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
 
+from backend.cluster.clusterfile import running_bootstrap
 from backend.cluster.properties import SECRET_KEY, KafkaConfigError, load_properties, redact
 
 ENV_BOOTSTRAP = "GROUPSCOPE_BOOTSTRAP"
@@ -76,7 +78,7 @@ class KafkaSettings:
             errors.append((name, getattr(err, "str", lambda: str(err))()))
 
         try:
-            admin = AdminClient(self.client_config(error_cb=on_error, **_quiet_logger()))
+            admin = AdminClient(self.client_config(error_cb=on_error, logger=quiet_logger()))
         except KafkaException as exc:
             raise KafkaConfigError(self.setup_error(exc)) from None
         deadline = time.monotonic() + timeout
@@ -155,10 +157,15 @@ def _refusal(errors: list[tuple[str, str]]) -> str | None:
     return None
 
 
-def _quiet_logger() -> dict[str, object]:
-    from backend.cluster.clients import quiet_logger  # clients imports this module
-
-    return {"logger": quiet_logger()}
+def quiet_logger(name: str = "groupscope.librdkafka") -> logging.Logger:
+    """A logger that drops librdkafka's connection chatter instead of printing it to stderr:
+    what every confluent-kafka client of ours gets, the reachability probe above first
+    (clients.py's admin clients, the observer's consumers and the dashboard's probe too)."""
+    logger = logging.getLogger(name)
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
 
 
 def resolve_settings(
@@ -182,8 +189,7 @@ def resolve_settings(
 
 def embedded_settings(port: int | None = None) -> KafkaSettings:
     """The embedded broker on `port`; every node's address when it is the first node of a
-    running embedded cluster, so a client still bootstraps with that node down."""
-    from backend.cluster.nodes import running_bootstrap
-
+    running embedded cluster (its cluster.json), so a client still bootstraps with that node
+    down."""
     port = port or int(os.environ.get(ENV_KAFKA_PORT, "9092"))
     return KafkaSettings(bootstrap=running_bootstrap(port) or f"127.0.0.1:{port}")

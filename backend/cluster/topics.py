@@ -16,7 +16,6 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from backend.cluster.clients import quiet_admin
-from backend.cluster.embedded import min_isr_for, replication_for
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import (
     DEFAULT_GROUP,
@@ -47,6 +46,17 @@ DEAD_LETTER_CONFIG: dict[str, str] = {
 # Events stay in one partition: one total order the observer can replay as a timeline.
 EVENTS_PARTITIONS = 1
 DEAD_LETTER_PARTITIONS = 1
+
+
+def replication_for(brokers: int) -> int:
+    """The replication factor a cluster of `brokers` gives its topics: up to 3 copies. The
+    embedded nodes size Kafka's internal topics by the same rule (backend/kafkanode)."""
+    return max(1, min(3, brokers))
+
+
+def min_isr_for(replication: int) -> int:
+    """In-sync copies a write needs (with acks=all): 2 of 3, so one broker may be down."""
+    return 2 if replication >= 3 else 1
 
 
 class TopicError(RuntimeError):

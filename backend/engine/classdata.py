@@ -9,42 +9,44 @@ faster start: Spark's class-data archive, Spark serving, the first replica alone
 The training engine answers the queries it will serve (`train`, given by
 backend/stack/prepare.py: the replicas' warm-ups) before it is stopped; the check is a
 second engine that maps the file and answers a query.
+
+Where the archive lives is decided in server.py (`class_archive_path`), beside the jars it
+is only valid for, and re-exported here: an engine maps it by default, and this module, which
+starts engines of its own, is what server.py must not import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 
 from backend import classdata as base
+from backend.engine.server import (
+    ARCHIVE_NAME,
+    SparkConnectServer,
+    cached_class_archive,
+    class_archive_path,
+)
+from backend.netutil import free_port
 
-NAME = "spark"
+NAME = ARCHIVE_NAME
 PREFIX = base.prefix(NAME)
 
 
 def archive_path() -> Path | None:
     """Where the archive for this Java and this environment's pyspark lives (None: no java
     or no pyspark)."""
-    from backend.engine.server import spark_home
-
-    try:
-        return base.archive_path(NAME, metadata.version("pyspark"), spark_home() / "jars")
-    except (metadata.PackageNotFoundError, RuntimeError):
-        return None
+    return class_archive_path()
 
 
 def cached_archive() -> Path | None:
     """The archive to start an engine on, if it has been built."""
-    return base.cached(archive_path())
+    return cached_class_archive()
 
 
 def build(train: Callable[[str], None], progress: Callable[[str], None] = print) -> Path:
     """Build this Java's and pyspark's archive unless it exists; returns its path. `train`
     runs the queries the engine will serve against the Connect URL it is given."""
-    from backend.engine.server import SparkConnectServer
-    from backend.netutil import free_port
-
     def launch(work: Path, archive: Path | None, record: Path | None) -> SparkConnectServer:
         # start() has a real query answered; spark-submit execs into the JVM it maps into
         return SparkConnectServer(work, port=free_port(), class_archive=archive,

@@ -21,9 +21,9 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from backend.engine.server import DEFAULT_PORT
-from backend.engine.session import EngineUnavailable, spark_remote
 from backend.errors import one_line
+from backend.netutil import port_open
+from backend.sparkclient.session import DEFAULT_PORT, EngineUnavailable, connect, spark_remote
 
 ENV_UI = "GROUPSCOPE_SPARK_UI"  # the driver's web UI, when the Connect host's is not it
 DEFAULT_UI_PORT = 4040  # Spark's, when the engine does not say
@@ -95,9 +95,6 @@ def discover_ui(remote: str | None = None, token: str | None = None) -> str:
     explicit = os.environ.get(ENV_UI)
     if explicit:
         return explicit
-    from backend.engine.session import connect
-    from backend.netutil import port_open
-
     url = spark_remote(remote)
     parsed = urlparse(url.replace("sc://", "http://", 1))
     host = parsed.hostname or "127.0.0.1"

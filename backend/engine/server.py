@@ -7,21 +7,20 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from backend import classdata as base
 from backend.classdata import jvm_options
-from backend.engine.classdata import cached_archive
+from backend.engine.executors import ExecutorInfo, executors_at
+from backend.engine.home import EngineStartError, spark_home
+from backend.engine.standalone import StandaloneCluster
 from backend.errors import one_line
 from backend.netutil import ensure_port_free, free_port, port_open
-from backend.proc import STOP_BUDGET_S, ServiceProcess, ServiceStartError, StopSignals
-
-if TYPE_CHECKING:
-    from backend.engine.executors import ExecutorInfo
-    from backend.engine.standalone import StandaloneCluster
+from backend.proc import STOP_BUDGET_S, ServiceProcess, StopSignals
+from backend.sparkclient.session import DEFAULT_PORT, check_engine
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_PORT = 15002
 # The engine's heap (-Xms = -Xmx, pre-touched: see command()), so its RSS is this plus what a
 # JVM running Spark keeps outside the heap (classes, compiled code, GC tables, thread stacks,
 # gRPC's buffers). This size keeps the engine under the demo's 1 GB target with three
@@ -30,21 +29,25 @@ DEFAULT_PORT = 15002
 # bench/README.md, "The Spark engine's memory". Spark refuses a heap under 450 MiB (1.5 x its
 # 300 MiB reserve). `groupscope up` and `groupscope spark` take GROUPSCOPE_SPARK_MEMORY.
 DEFAULT_DRIVER_MEMORY = "480m"
+# the class-data archive the engine's JVM maps (backend/classdata.py)
+ARCHIVE_NAME = "spark"
 
 
-class EngineStartError(ServiceStartError):
-    pass
+def class_archive_path() -> Path | None:
+    """Where the class-data archive for this Java and this environment's pyspark lives (None:
+    no java or no pyspark). Decided here, beside the jars it is only valid for, and
+    re-exported by classdata.py, which starts engines of its own to build it: an engine
+    needs nothing of that module."""
+    try:
+        return base.archive_path(ARCHIVE_NAME, metadata.version("pyspark"),
+                                 spark_home() / "jars")
+    except (metadata.PackageNotFoundError, RuntimeError):
+        return None
 
 
-def spark_home() -> Path:
-    """pyspark's directory, found without importing it (an import a waiting process would
-    keep in memory: see bench/README.md, "The Spark engine's memory")."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise EngineStartError("pyspark is not installed in this environment")
-    return Path(next(iter(spec.submodule_search_locations)))
+def cached_class_archive() -> Path | None:
+    """The archive an engine starts on, if it has been built."""
+    return base.cached(class_archive_path())
 
 
 @dataclass
@@ -63,9 +66,9 @@ class SparkConnectServer:
     token: str | None = field(default=None, repr=False)  # required of every client when set
     workers: int = 0  # 0: local[*]; N: a standalone master and N workers
     ui_port: int | None = None  # the driver's web UI; None: a free port
-    # the class-data archive its JVM maps (backend/engine/classdata.py): by default the one
-    # built for this Java and pyspark, if any; `record_classes` writes one at exit instead
-    class_archive: Path | None = field(default_factory=cached_archive)
+    # the class-data archive its JVM maps (built by backend/engine/classdata.py): by default
+    # the one built for this Java and pyspark, if any; `record_classes` writes one at exit
+    class_archive: Path | None = field(default_factory=cached_class_archive)
     record_classes: Path | None = None
     _service: ServiceProcess = field(init=False, repr=False)
     _cluster: StandaloneCluster | None = field(init=False, repr=False, default=None)
@@ -76,8 +79,6 @@ class SparkConnectServer:
                                        EngineStartError)
         self.ui_port = self.ui_port or free_port()
         if self.workers:
-            from backend.engine.standalone import StandaloneCluster
-
             self._cluster = StandaloneCluster(Path(self.work_dir), self.workers)
 
     @property
@@ -194,8 +195,6 @@ class SparkConnectServer:
         `query`, ready means gRPC listens (the server opens it once its Spark session is
         up): see run_foreground. On a cluster, also every worker's executor registered with
         the driver, and a master or worker that dies meanwhile ends the wait at once."""
-        from backend.engine.session import check_engine
-
         def answers() -> bool:
             return bool(check_engine(self.remote, warm_up=warm_up, timeout=10.0,
                                      token=self.token))
@@ -218,8 +217,6 @@ class SparkConnectServer:
 
     def executors(self, alive_only: bool = False) -> list[ExecutorInfo]:
         """This engine's executors through Spark's REST API, the driver excluded."""
-        from backend.engine.executors import executors_at
-
         return [e for e in executors_at(self.ui_url)
                 if not e.is_driver and (e.active or not alive_only)]
 

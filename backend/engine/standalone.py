@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.engine.server import EngineStartError, spark_home
+from backend.engine.home import EngineStartError, spark_home
 from backend.netutil import ensure_port_free, free_port, wait_until
 from backend.proc import ServiceProcess, reap, send
 

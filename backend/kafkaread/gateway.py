@@ -41,9 +41,9 @@ import orjson
 from backend import classdata as base
 from backend.classdata import archive_dir, java, jvm_options
 from backend.cluster.clients import quiet_admin
-from backend.cluster.jars import KAFKA_VERSION, kafka_lib_dir
 from backend.cluster.properties import KafkaConfigError
 from backend.cluster.settings import KafkaSettings
+from backend.kafkanode.jars import KAFKA_VERSION, kafka_classpath, kafka_lib_dir
 from backend.kafkaread.javaconfig import java_properties, properties_text
 from backend.paths import cache_dir
 
@@ -86,12 +86,12 @@ class ReaderDown(ReaderError):
 
 
 def _client_jars() -> list[Path]:
-    """The jars the Admin client needs of Kafka's: the client and its logging API."""
+    """The jars the Admin client needs of Kafka's: the client and its logging API, from the
+    pinned release the nodes run (backend/kafkanode/jars.py): one download serves both, so
+    this layer takes Kafka's jars, and nothing else, from Kafka's runtime."""
     lib = kafka_lib_dir()
     jars = [*lib.glob("kafka-clients-*.jar"), *lib.glob("slf4j-api-*.jar")]
     if len(jars) < 2:
-        from backend.cluster.jars import kafka_classpath
-
         kafka_classpath()  # downloads Kafka's jars once, with a progress line
         jars = [*lib.glob("kafka-clients-*.jar"), *lib.glob("slf4j-api-*.jar")]
     return sorted(jars)

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer
 
-from backend.cluster.clients import quiet_logger
-from backend.cluster.settings import KafkaSettings
+from backend.cluster.settings import KafkaSettings, quiet_logger
 
 SHARED_READER_GROUP = "groupscope-observer"
 

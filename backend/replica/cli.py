@@ -152,7 +152,7 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from backend.cluster.properties import KafkaConfigError
     from backend.cluster.settings import ClusterUnreachable
-    from backend.engine.session import ENV_TOKEN, EngineUnavailable, check_engine
+    from backend.sparkclient.session import ENV_TOKEN, EngineUnavailable, check_engine
 
     if args.spark_token:  # the session factory reads it from there, in this process only
         os.environ[ENV_TOKEN] = args.spark_token

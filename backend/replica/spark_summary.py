@@ -297,8 +297,8 @@ class SparkSummariser:
 
             from pyspark.sql.connect.client.retries import DefaultPolicy
 
-            from backend.engine.session import EngineUnavailable, connect, spark_remote
             from backend.netutil import port_open
+            from backend.sparkclient.session import EngineUnavailable, connect, spark_remote
 
             url = spark_remote(self.remote)
             parsed = urlparse(url.replace("sc://", "http://", 1))

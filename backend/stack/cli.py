@@ -120,7 +120,7 @@ def _idle_until_signal(reason: str) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from backend.cluster.nodes import EmbeddedCluster
+    from backend.kafkanode.nodes import EmbeddedCluster
     from backend.stack.config import ENV_BROKERS, StackConfig
 
     if os.environ.get("GROUPSCOPE_BOOTSTRAP"):

@@ -1,14 +1,14 @@
 """What a first `make demo` or `make test` prepares once, so later starts are offline and fast.
 
-Three things: Kafka's jars by Maven coordinates (backend/cluster/jars.py), in the user's cache
+Three things: Kafka's jars by Maven coordinates (backend/kafkanode/jars.py), in the user's cache
 and shared by every clone, then the Kafka reader's compiled class and the class-data archives
 (backend/classdata.py) of Kafka's nodes, of the Kafka reader's JVM and of Spark's engine, in
 this environment (their jars' paths are in them), each recorded while a training JVM does
 what the stack will ask of it.
-The training of the nodes and the engine lives here rather than in the cluster and engine
-packages because it is their clients' work (the stack's topics, the replica's queries), and
-neither may depend on its clients. The reader is a client: its training is its own
-(backend/kafkaread/classdata.py), it only needs a broker to train against.
+The training of the nodes and the engine lives here rather than in the kafkanode and engine
+packages because it is what their users ask of them (the stack's topics and transactions,
+the replica's queries), and neither runtime imports its users. The reader is a client: its
+training is its own (backend/kafkaread/classdata.py), it only needs a broker to train against.
 
 An archive that cannot be built is a warning, not a failure: the JVM starts without it,
 only slower.
@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend.cluster import classdata as kafka_classdata
 from backend.engine import classdata as spark_classdata
 from backend.errors import one_line
+from backend.kafkanode import classdata as kafka_classdata
 from backend.kafkaread import classdata as reader_classdata
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def reader_class_archive(progress: Callable[[str], None] = print,
         built = reader_classdata.cached_archive()
         if built is not None:  # no node to start
             return built
-        from backend.cluster.embedded import EmbeddedBroker
+        from backend.kafkanode.embedded import EmbeddedBroker
         from backend.netutil import free_port
 
         with tempfile.TemporaryDirectory(prefix="groupscope-reader-training-") as work:
@@ -105,8 +105,8 @@ def train_engine(remote: str) -> None:
     """Every query a replica or `up` sends a fresh engine: the readiness probe (here with a
     grouped warm-up query as well, a superset), and each batch plan (raw and typed feeds;
     unique, repeated and two-row batches), so the classes all of them load are recorded."""
-    from backend.engine.session import check_engine
     from backend.replica.spark_summary import SparkSummariser
+    from backend.sparkclient.session import check_engine
 
     check_engine(remote, warm_up=True, timeout=60.0)
     for typed in (False, True):
@@ -136,7 +136,7 @@ def _built(build: Callable[[], Path], whose: str,
 
 
 def main() -> int:
-    from backend.cluster.jars import kafka_classpath
+    from backend.kafkanode.jars import kafka_classpath
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -147,9 +147,9 @@ def _backend(args: argparse.Namespace) -> int:
     from backend.cluster.properties import KafkaConfigError
     from backend.cluster.settings import resolve_settings
     from backend.contracts.control import MAX_RATE, MAX_REPLICAS
-    from backend.engine.session import spark_remote
     from backend.netutil import wait_until
     from backend.paths import data_dir
+    from backend.sparkclient.session import spark_remote
     from backend.supervisor.api import ControlServer
     from backend.supervisor.processes import (
         InvalidRequest,

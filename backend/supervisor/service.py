@@ -324,7 +324,7 @@ class SupervisorService:
         return Path(self.config.data_dir) / "broker"
 
     def brokers(self) -> BrokersAnswer:
-        from backend.cluster.nodes import ClusterError, cluster_nodes
+        from backend.kafkanode.nodes import ClusterError, cluster_nodes
 
         try:
             nodes, leader = cluster_nodes(self._broker_dir())
@@ -334,7 +334,7 @@ class SupervisorService:
 
     def broker_action(self, node_id: int, action: str) -> BrokerNode:
         """Kill, stop or start one node, done by the cluster's own process (nodes.request)."""
-        from backend.cluster.nodes import ClusterError, cluster_nodes, request
+        from backend.kafkanode.nodes import ClusterError, cluster_nodes, request
 
         where = self._broker_dir()
         try:

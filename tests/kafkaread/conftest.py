@@ -2,7 +2,7 @@
 Kafka Streams app of ours (streams groups, KIP-1071), and Kafka's own group tools, whose
 describe output the reader must equal.
 
-Both run on the pinned Kafka's jars (backend/cluster/jars.py: the broker's lib dir plus the
+Both run on the pinned Kafka's jars (backend/kafkanode/jars.py: the broker's lib dir plus the
 kafka-streams and kafka-tools jars, without RocksDB). Every JVM here is spawned through
 backend.proc, so it dies with the test process however that ends, and is stopped by its
 fixture's teardown.
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from backend.classdata import java
-from backend.cluster.jars import kafka_classpath, kafka_extras
 from backend.cluster.settings import KafkaSettings
+from backend.kafkanode.jars import kafka_classpath, kafka_extras
 from backend.kafkaread.javaconfig import java_properties, properties_text
 from backend.netutil import wait_until
 from backend.proc import run, spawn, terminate

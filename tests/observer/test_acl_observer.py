@@ -21,11 +21,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.settings import resolve_settings
 from backend.contracts import SNAPSHOT_JSON
 from backend.netutil import free_port, wait_until
 from backend.observer.observer import Observer
+from tests.kafka_security import SecureBroker
 from tests.observer.conftest import Members, SteadyProducer, create_topic
 
 PASSWORDS = {"admin": "adm1n-S3cret-xyz", "watcher": "w4tcher-S3cret-qrs"}
@@ -33,8 +33,8 @@ PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    node = EmbeddedBroker(tmp_path_factory.mktemp("secure-broker"), port=free_port(),
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    node = SecureBroker(tmp_path_factory.mktemp("secure-broker"), port=free_port(),
                           sasl_users=dict(PASSWORDS))
     node.start()
     try:

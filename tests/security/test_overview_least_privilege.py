@@ -46,7 +46,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.settings import KafkaSettings, resolve_settings
 from backend.contracts.overview import ERR, GROUP_ROWS_JSON, OVERVIEW_JSON, GroupRow, Overview
 from backend.netutil import free_port, port_open, wait_until
@@ -54,6 +53,7 @@ from backend.observer.overview import OverviewWatcher
 from backend.proc import STOP_WITHIN_S, abort_if_exited
 from tests.alerts.conftest import Receiver, receiver
 from tests.exporter.conftest import groupscope, parse, value
+from tests.kafka_security import SecureBroker
 from tests.observer.conftest import Members, create_topic
 from tests.observer.seed import seed_groups
 from tests.observer.test_acl_observer import PASSWORDS, grant_watcher, secure_broker
@@ -120,7 +120,7 @@ def assert_read_only(log: AuthorizerLog, denied_group: str) -> None:
 
 @dataclass(frozen=True)
 class Scene:
-    broker: EmbeddedBroker
+    broker: SecureBroker
     topic: str
     live: str
     empty: str
@@ -148,7 +148,7 @@ def _stable_with_one_member(admin: AdminClient, group: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def scene(secure_broker: EmbeddedBroker,
+def scene(secure_broker: SecureBroker,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     admin_settings = secure_broker.settings
     u = uuid.uuid4().hex[:8]

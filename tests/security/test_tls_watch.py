@@ -38,10 +38,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from backend.cluster.clients import quiet_logger
-from backend.cluster.embedded import EmbeddedBroker
 from backend.cluster.properties import KafkaConfigError
-from backend.cluster.settings import KafkaSettings, resolve_settings
+from backend.cluster.settings import KafkaSettings, quiet_logger, resolve_settings
 from backend.contracts import SNAPSHOT_JSON, Snapshot
 from backend.contracts.overview import GROUP_ROWS_JSON
 from backend.netutil import free_port, wait_until
@@ -50,6 +48,7 @@ from backend.observer.overview import OverviewWatcher
 from backend.proc import spawn
 from dashboard.checks import ClusterTarget
 from dashboard.pollers import SharedObserver, SharedOverview
+from tests.kafka_security import SecureBroker
 from tests.observer.conftest import create_topic
 from tests.observer.test_acl_observer import grant_watcher
 from tests.tlsutil import CertAuthority, Certificate, broker_tls, make_ca, new_secret
@@ -99,7 +98,7 @@ class CommandLines:
 
 @dataclass(frozen=True)
 class TlsCluster:
-    broker: EmbeddedBroker
+    broker: SecureBroker
     ca: CertAuthority
     watcher_cert: Certificate  # CN=watcher, key encrypted
     admin: KafkaSettings  # the test's own setup client: SSL as CN=admin (a super user)
@@ -144,7 +143,7 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster
     watcher = ca.issue("watcher", common_name="watcher", passphrase=new_secret("watcher-key"))
     admin_cert = ca.issue("admin", common_name="admin")  # unencrypted: no secret on any argv
     passwords = {"admin": new_secret("admin-pw"), "watcher": new_secret("watcher-pw")}
-    node = EmbeddedBroker(tmp_path_factory.mktemp("tls-broker"), port=free_port(), tls=tls,
+    node = SecureBroker(tmp_path_factory.mktemp("tls-broker"), port=free_port(), tls=tls,
                           sasl_users=dict(passwords))
     try:
         with CommandLines() as seen:

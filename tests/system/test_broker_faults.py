@@ -28,7 +28,7 @@ import psutil
 import pytest
 from confluent_kafka import Consumer, ShareConsumer
 
-from backend.cluster.nodes import read_cluster
+from backend.cluster.clusterfile import read_cluster
 from backend.cluster.settings import KafkaSettings
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import abort_if_exited, spawn, terminate

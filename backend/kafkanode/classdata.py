@@ -9,40 +9,45 @@ The training node answers what the stack asks of a fresh one (`train`, given by
 backend/stack/prepare.py: topics, a consumer group, a transaction) before it is stopped; the
 check is a second node that maps the file and answers a metadata request. The format tool
 maps the node's archive as well: the classes they share (most of its own) come from it.
+
+Where the archive lives is decided in embedded.py (`class_archive_path`), beside the class
+path it is only valid for, and re-exported here: a node maps it by default, and this module,
+which starts nodes of its own, is what embedded.py must not import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from backend import classdata as base
-from backend.cluster.jars import KAFKA_VERSION, kafka_lib_dir
+from backend.cluster.settings import KafkaSettings
+from backend.kafkanode.embedded import (
+    ARCHIVE_NAME,
+    EmbeddedBroker,
+    cached_class_archive,
+    class_archive_path,
+)
+from backend.netutil import free_port
 
-NAME = "kafka"
-
-if TYPE_CHECKING:
-    from backend.cluster.settings import KafkaSettings
+NAME = ARCHIVE_NAME
 
 
 def archive_path() -> Path | None:
     """Where the archive for this Java and the pinned Kafka's jars lives (None: no java or
     no jars yet)."""
-    return base.archive_path(NAME, KAFKA_VERSION, kafka_lib_dir())
+    return class_archive_path()
 
 
 def cached_archive() -> Path | None:
     """The archive to start a node on, if it has been built."""
-    return base.cached(archive_path())
+    return cached_class_archive()
 
 
 def build(train: Callable[[KafkaSettings], None],
           progress: Callable[[str], None] = print) -> Path:
     """Build this Java's and Kafka's archive unless it exists; returns its path. `train`
     uses the training node through the settings it is given."""
-    from backend.cluster.embedded import EmbeddedBroker
-    from backend.netutil import free_port
 
     def launch(work: Path, archive: Path | None, record: Path | None) -> EmbeddedBroker:
         # start() has a metadata request answered

@@ -1,6 +1,7 @@
 """One way to get Spark: a Spark Connect session for SPARK_REMOTE (default: embedded server).
 
-The same code runs against a real cluster's Connect endpoint; nothing here starts a JVM.
+The same code runs against a real cluster's Connect endpoint; nothing here starts a JVM, and
+nothing here imports the server side (backend/engine), which imports this module instead.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import os
 import warnings
 
 from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
-from backend.engine.server import DEFAULT_PORT
 from backend.errors import one_line
 
 ENV_REMOTE = "SPARK_REMOTE"
+# Spark Connect's own default port: where a client looks for the embedded engine unless told
+# otherwise, and where backend/engine/server.py listens by default
+DEFAULT_PORT = 15002
 # The room's Spark Connect token. Not SPARK_CONNECT_AUTHENTICATE_TOKEN: pyspark reads that one
 # itself and then insists on TLS for any host but "localhost", which the embedded server lacks.
 ENV_TOKEN = "GROUPSCOPE_SPARK_TOKEN"

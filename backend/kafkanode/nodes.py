@@ -4,8 +4,10 @@ One node is what `EmbeddedBroker` has always been (a combined broker + controlle
 as a one-voter quorum). From three nodes on, nodes 1-3 form a static controller quorum (each a
 broker and a controller) and any further node is a broker only; the internal topics and the
 stack's own get three copies, two of which must be in sync for a write (`embedded.py`'s
-replication settings, `topics.py`). Every node has its own client port (node 1's is `port`,
-the others the next free ones), controller port and data directory `<data_dir>/node-<id>`.
+replication settings, backend/cluster/topics.py). Every node has its own client port (node
+1's is `port`, the others the next free ones), controller port and data directory
+`<data_dir>/node-<id>`. What other processes read of the cluster (`cluster.json`) is written
+here and read on the client side (backend/cluster/clusterfile.py).
 
 The `groupscope broker` process owns the nodes' JVMs. Other processes (the supervisor's
 control API, hence `groupscope ctl broker` and the dashboard's buttons) ask it to kill, stop or
@@ -25,22 +27,22 @@ import time
 import uuid
 from pathlib import Path
 
-from backend.cluster.embedded import (
+from backend.cluster.clusterfile import CLUSTER_FILE, read_cluster
+from backend.cluster.settings import KafkaSettings
+from backend.contracts.control import BROKER_ACTIONS, NODE_REQUEST_TIMEOUT_S, BrokerNode
+from backend.errors import one_line
+from backend.kafkanode.embedded import (
     BrokerStartError,
     EmbeddedBroker,
     formatted_cluster_id,
     random_cluster_id,
 )
-from backend.cluster.jars import KAFKA_VERSION
-from backend.cluster.settings import KafkaSettings
-from backend.contracts.control import BROKER_ACTIONS, NODE_REQUEST_TIMEOUT_S, BrokerNode
-from backend.errors import one_line
+from backend.kafkanode.jars import KAFKA_VERSION
 from backend.netutil import PortBusyError, free_port, wait_until
 from backend.proc import STOP_BUDGET_S, StopSignals
 
 MAX_BROKERS = 9
 QUORUM = 3  # controllers of a cluster of three nodes or more
-CLUSTER_FILE = "cluster.json"  # nodes, ports, pids: what the supervisor reads
 MAILBOX = "requests"
 
 
@@ -341,28 +343,6 @@ def request(data_dir: Path, action: str, node_id: int,
     if not answer.get("ok"):
         raise ClusterError(answer.get("error", "the request failed"))
     return BrokerNode.model_validate(answer["node"])
-
-
-def read_cluster(data_dir: Path) -> dict | None:
-    """`cluster.json` of a running cluster process, or None (none, or its process is gone)."""
-    try:
-        data = json.loads((Path(data_dir) / CLUSTER_FILE).read_text())
-        os.kill(int(data["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return data
-
-
-def running_bootstrap(port: int) -> str | None:
-    """Every node's address of the embedded cluster running from this stack's data directory
-    whose first node listens on `port`, or None (no such cluster)."""
-    from backend.paths import data_dir
-
-    cluster = read_cluster(data_dir() / "broker")
-    if cluster is None or cluster.get("brokers", 1) < 2:
-        return None
-    first = str(cluster.get("bootstrap", "")).split(",")[0]
-    return cluster["bootstrap"] if first.endswith(f":{port}") else None
 
 
 def quorum_leader(voter_dirs: list[Path]) -> int | None:
