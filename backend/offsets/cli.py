@@ -158,6 +158,14 @@ class _Group:
                             f"{answer}")
         return answer
 
+    def committed_or_refuse(self) -> dict[TP, int]:
+        """The committed offsets, or the one line saying there are none to move."""
+        committed = self.committed()
+        if not committed:
+            raise UserError(f"group {self.name} has no committed offsets on "
+                            f"{self.settings.bootstrap}")
+        return committed
+
     def refuse_unless_empty(self) -> None:
         """One line, nothing changed, unless Kafka would take offsets for this group now."""
         if self.state == "Empty":
@@ -221,10 +229,7 @@ def _reset(args: argparse.Namespace) -> int:
     specs = _specs(args)
 
     def plan_with(reader: KafkaReader, group: _Group) -> Plan:
-        committed = group.committed()
-        if not committed:
-            raise UserError(f"group {group.name} has no committed offsets on "
-                            f"{group.settings.bootstrap}")
+        committed = group.committed_or_refuse()
         tps = select_partitions(group.name, committed, specs, _topic_counts(reader, specs))
         extents = _extents(reader, tps)
         at_time = None
@@ -246,10 +251,7 @@ def _delete(args: argparse.Namespace) -> int:
     specs = _specs(args)
 
     def plan_with(reader: KafkaReader, group: _Group) -> Plan:
-        committed = group.committed()
-        if not committed:
-            raise UserError(f"group {group.name} has no committed offsets on "
-                            f"{group.settings.bootstrap}")
+        committed = group.committed_or_refuse()
         tps = select_partitions(group.name, committed, specs, _topic_counts(reader, specs),
                                 every_partition=False)
         plan = plan_delete(group.name, tps, committed, _extents(reader, tps))
