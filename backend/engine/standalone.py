@@ -37,13 +37,13 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # give the cluster two task slots -- the machine's cores -- and a batch's tasks land on
 # different executors. Executor heap: Spark refuses one under 450 MiB (1.5 x its 300 MiB
 # reserve), as it does the driver's; 480m is the driver's size too. Not pre-touched: an
-# executor's RSS stays near what it uses (~300 MB after the warm-up), and the worker offers
-# exactly this much memory, so it launches exactly one executor.
+# executor's RSS stays near what it uses (bench/README.md, "Spark on a cluster"), and the
+# worker offers exactly this much memory, so it launches exactly one executor.
 EXECUTOR_MEMORY = "480m"
 EXECUTOR_CORES = 1
 # The master and the workers only keep a registry and launch processes: a small heap, the
-# serial collector and the C1 compiler alone take ~60 MB off each JVM's RSS (230 -> 160 MB)
-# and start no GC or compiler threads to compete for two cores.
+# serial collector and the C1 compiler alone shrink each JVM's RSS (bench/README.md, "Spark on
+# a cluster") and start no GC or compiler threads to compete for two cores.
 DAEMON_MEMORY = "96m"
 DAEMON_JAVA_OPTS = ("-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 "
                     "-Dspark.port.maxRetries=0")
@@ -109,7 +109,7 @@ class StandaloneCluster:
             # the driver finishes starting only once every executor has registered (or 30 s
             # have passed), so its first query already spreads over all of them
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-            # an executor logs two INFO lines a task (~10 MB an hour at a demo's pace) into
+            # an executor logs two INFO lines a task (megabytes an hour at a demo's pace) into
             # its worker's directory: rolled at 16 MiB, two old files kept
             "spark.executor.logs.rolling.strategy": "size",
             "spark.executor.logs.rolling.maxSize": str(16 * 1024 * 1024),

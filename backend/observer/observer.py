@@ -40,8 +40,8 @@ MAX_STREAMS = 20000
 # 1 s refresh, so a rebalance reaches the lanes within one refresh.
 DASHBOARD_INTERVAL_S = 0.5
 # Between two polls, the tails of our own events and summaries topics are read this often: a
-# summary is then visible ~50 ms after the replica wrote it instead of at the next poll (a
-# quarter second on average), for two non-blocking consume() calls.
+# summary is then visible soon after the replica wrote it instead of at the next poll, for
+# two non-blocking consume() calls (bench/README.md, "Summaries seen when written").
 TAIL_EVERY_S = 0.1
 
 PollListener = Callable[["Snapshot | None", float], None]

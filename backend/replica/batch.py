@@ -150,9 +150,10 @@ class MicroBatch:
         never reach Spark.
 
         A batch of well-formed records (every batch, in practice) is parsed in one call of
-        Arrow's JSON reader, about 6x faster than a Python loop; one record that reader or
-        its checks cannot vouch for sends the whole batch through the per-record parse,
-        which finds each bad record and its reason. Both ways give the same table.
+        Arrow's JSON reader, several times faster than a Python loop (bench/README.md, "The
+        pipeline at its limit"); one record that reader or its checks cannot vouch for sends
+        the whole batch through the per-record parse, which finds each bad record and its
+        reason. Both ways give the same table.
         """
         if now_ms is None:  # one processing time per batch, as in the raw feed
             now_ms = int(time.time() * 1000)

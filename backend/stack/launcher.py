@@ -181,8 +181,9 @@ class StackLauncher:
 
         Spark: its gRPC port opens once its Spark session is up, and each replica's warm-up
         is a real first query it retries until answered. Making the backend wait for `up`'s
-        own query too put a fresh engine's first-query cost (~4 s on 2 cores) on the start's
-        critical path, and then the replicas paid most of it again in their sessions."""
+        own query too put a fresh engine's first-query cost (seconds on 2 cores: bench/README.md,
+        "A faster start") on the start's critical path, and then the replicas paid most of it
+        again in their sessions."""
         if self.serving is not None:
             return self.serving.get(name)
         if name == "spark":  # ours, on loopback whatever else it listens on

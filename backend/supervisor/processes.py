@@ -525,8 +525,8 @@ class ReplicaPool:
         or it died waiting (Spark or Kafka went away), and `name` starts cold instead.
 
         What it saves is the part of a start that needs no name: the interpreter, imports,
-        a Spark session and the batch query compiled, ~2 CPU-seconds that on 2 busy cores
-        were most of a new replica's 7-12 s to its first batch (bench/README.md)."""
+        a Spark session and the batch query compiled, which on 2 busy cores was most of a
+        new replica's wait for its first batch (bench/README.md, "A warm standby replica")."""
         standby, self._standby = self._standby, None
         if standby is None or standby.poll() is not None:
             return None

@@ -28,8 +28,8 @@ REFRESH_S = 1.0
 # as often (matching the observer's 0.5 s poll).
 LANES_REFRESH_S = 0.5
 # The chart's bold lines are moving averages over lm.SMOOTH_S, so a redraw every second added
-# little, yet it was the browser's dearest work: Plotly took ~0.2 s of Chromium's CPU per
-# second on the Live page (a CDP profile), 0.09 s at this period.
+# little, yet it was the browser's dearest work on the Live page, and far less at this
+# period (bench/README.md, "The Live page's cost").
 CHART_REFRESH_S = 2.0
 
 
