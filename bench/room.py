@@ -1,9 +1,9 @@
 """A participant's laptop in a workshop room: how fast it joins, and how fast it takes over.
 
 `groupscope up --room` runs on this host with its room address on a veth link to a network
-namespace that plays the laptop (tests/room/netns.py; needs root and iproute2). Per repeat, the
-laptop starts the join card's Python consumer (as the card renders it, with a probe that
-stamps each assignment and message) and two times are taken:
+namespace that plays the laptop (tests/system/room/netns.py; needs root and iproute2). Per
+repeat, the laptop starts the join card's Python consumer (as the card renders it, with a
+probe that stamps each assignment and message) and two times are taken:
 
   join      consumer start → its first partitions assigned (its own on_assign callback);
   takeover  the presenter kills (SIGKILL, through the control API) a replica owning
@@ -40,7 +40,7 @@ from backend.proc import spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
 from bench.common import LoadSampler, machine, spread  # noqa: E402
 from dashboard import room_model as rm  # noqa: E402
-from tests.room.netns import laptop_namespace  # noqa: E402
+from tests.system.room.netns import laptop_namespace  # noqa: E402
 
 # Stamps added to the card's consumer, unchanged otherwise: every assignment and every
 # message, with wall time (one clock: the laptop is a namespace of this machine).

@@ -40,11 +40,12 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "broker": ("broker",),  # tests/conftest.py: the session's embedded Kafka
     "broker_factory": ("broker",),  # tests/conftest.py: private brokers a test stops/restarts
     "secure_broker": ("broker",),  # tests/observer/test_acl_observer.py: SASL + ACLs
-    "tls_cluster": ("broker",),  # tests/security/test_tls_watch.py: SSL + SASL_SSL + ACLs
+    "tls_cluster": ("broker",),  # tests/system/security/test_tls_watch.py: SSL + SASL_SSL + ACLs
     "kafka_cluster": ("broker",),  # tests/conftest.py: three KRaft nodes (cluster3)
     # tests/supervisor/test_broker_control.py: `groupscope broker --brokers 3` as a process
     "cluster_process": ("broker",),
-    "cluster_root": ("broker",),  # tests/test_cluster_nodes.py: a cluster the test starts itself
+    # tests/kafkanode/test_cluster_nodes.py: a cluster the test starts itself
+    "cluster_root": ("broker",),
     "spark_engine": ("spark",),  # tests/conftest.py: the session's Spark Connect server
     "spark_factory": ("spark",),  # tests/conftest.py: private servers a test stops/replaces
     # tests/conftest.py: standalone masters, workers and their drivers, by API or command

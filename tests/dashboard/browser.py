@@ -57,7 +57,7 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
     """A Playwright page in Debian's Chromium with a fresh profile; closed on exit.
 
     `executable` replaces the path Playwright starts, e.g. a script that execs Chromium in a
-    network namespace (tests/room/netns.py)."""
+    network namespace (tests/system/room/netns.py)."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():

@@ -46,5 +46,5 @@ def fresh_pollers() -> Iterator[None]:
 @pytest.fixture
 def as_presenter(monkeypatch: pytest.MonkeyPatch) -> None:
     """AppTest sessions have no websocket, so no peer address, which makes them viewers;
-    this one is the presenter's own loopback browser (tests/room covers real peers)."""
+    this one is the presenter's own loopback browser (tests/system/room covers real peers)."""
     monkeypatch.setattr("dashboard.presenter.session_peer", lambda: "127.0.0.1")

@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from backend.contracts import dead_letter_topic
 from backend.fleet.simulator import FleetSimulator
 from tests.replica.harness import ContractProducer, CuttableProxy, read_summaries
-from tests.security.bad_input import malformed
+from tests.system.security.bad_input import malformed
 
 
 def _exact(summary: dict | None, produced: int) -> bool:

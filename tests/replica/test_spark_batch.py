@@ -19,7 +19,7 @@ from backend.replica.deadletter import (
 )
 from backend.replica.spark_summary import SparkSummariser
 from tests.replica.harness import REPO, message
-from tests.security.bad_input import malformed
+from tests.system.security.bad_input import malformed
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_batch_aggregates_and_rejects_in_spark(summariser, typed):
         add(b"car-01", message("car-02", 99)): REASON_KEY_MISMATCH,
         add(b"car-01", message("car-01", 2.5)): "missing or wrong-typed field: seq",
     }
-    # every kind in tests/security/bad_input.py that needs a parse to find
+    # every kind in tests/system/security/bad_input.py that needs a parse to find
     for _kind, key, value, reason in malformed():
         if key is not None and value is not None and cheap_reason(key, value) is None:
             bad[add(key, value)] = reason

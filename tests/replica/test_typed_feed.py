@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from backend.replica.batch import TYPED_SCHEMA, MicroBatch
-from tests.security.bad_input import KEY, _dumps, good, malformed
+from tests.system.security.bad_input import KEY, _dumps, good, malformed
 
 NOW = 1_800_000_000_000
 

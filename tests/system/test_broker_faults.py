@@ -34,7 +34,7 @@ from backend.netutil import free_port, port_open, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
-from tests.test_stack import _up_env
+from tests.system.test_stack import _up_env
 
 # five in `make test`; `make soak-brokers` runs twenty (GROUPSCOPE_FAULT_CYCLES)
 CYCLES = int(os.environ.get("GROUPSCOPE_FAULT_CYCLES", "5"))

@@ -22,9 +22,9 @@ from backend.proc import spawn
 from backend.supervisor.client import ControlClient
 from dashboard import leaderboard_model as lb
 from dashboard import room_model as rm
-from tests.room.netns import Laptop
+from tests.system.room.netns import Laptop
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 UP_TIMEOUT_S = 300.0
 
 

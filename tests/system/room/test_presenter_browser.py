@@ -20,8 +20,8 @@ from backend.contracts.room import ENV_ROOM_ADDRESS, PASSCODE_TRIES
 from backend.netutil import free_port, wait_until
 from dashboard.presenter import ENV_LOCKOUT_S
 from tests.dashboard.browser import web_server
-from tests.room.conftest import PASSCODE, write_room
-from tests.room.netns import Laptop
+from tests.system.room.conftest import PASSCODE, write_room
+from tests.system.room.netns import Laptop
 
 LOCKOUT_S = 30  # the lock-out window of these tests' server (ENV_LOCKOUT_S)
 KEEP_SOCKETS_JS = """

@@ -20,7 +20,7 @@ from backend.netutil import wait_until
 from backend.proc import StopSignals, process_args, spawn, terminate
 from backend.supervisor.processes import replica_argv
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _gone(pid: int, created: float) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.room.netns import Laptop
+from tests.system.room.netns import Laptop
 
 TOKEN = "room-spark-token-4711"
 PROBE = ("import sys; from backend.sparkclient.session import check_engine, EngineUnavailable\n"
@@ -19,7 +19,7 @@ PROBE = ("import sys; from backend.sparkclient.session import check_engine, Engi
          "    print('summarised')\n"
          "except EngineUnavailable as exc:\n"
          "    print('refused', exc); sys.exit(3)\n")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_engine_on_the_room_address_needs_the_token(spark_factory, laptop: Laptop,

@@ -4,7 +4,7 @@ The broker-restart test watches the observer through this process, so that if li
 aborts the observer's process again, the test fails with that exit code instead of the abort
 taking the whole test run down with it.
 
-    python -m tests.recovery.observer_process BOOTSTRAP GROUP TOPIC
+    python -m tests.system.recovery.observer_process BOOTSTRAP GROUP TOPIC
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from backend.netutil import wait_until
 from backend.proc import run, spawn
-from tests.room.netns import Laptop, _ip, _namespaces, laptop_namespace, sweep_leftovers
+from tests.system.room.netns import Laptop, _ip, _namespaces, laptop_namespace, sweep_leftovers
 
 CONNECT = "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 5)" \
           ".sendall(b'hello from the laptop')"

@@ -12,7 +12,7 @@ import pytest
 
 from backend.contracts import NUMERIC_FIELDS
 from backend.replica.deadletter import FUTURE_TOLERANCE_MS, cheap_reason, parse_checked
-from tests.security.bad_input import KEY, _dumps, good, malformed
+from tests.system.security.bad_input import KEY, _dumps, good, malformed
 
 NOW = 1_800_000_000_000
 

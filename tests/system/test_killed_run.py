@@ -21,7 +21,7 @@ from backend.netutil import wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 from tests.conftest import stack_processes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 READY_ENV = "GROUPSCOPE_KILLED_RUN_READY"  # the inner run writes "ready" to this file
 
 INNER = '''

@@ -1,7 +1,7 @@
 """`groupscope up`'s scheduling, on small real processes (no Kafka, no JVM): types that need
 nothing start together, a type starts only once what it needs is ready, a failing start stops
 everything with one line, Ctrl-C while starting leaves no process, stop order is the reverse
-of NEEDS. The whole stack's start and stop are tested in test_stack.py."""
+of NEEDS. The whole stack's start and stop are tested in tests/system/test_stack.py."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from backend.stack.launcher import NEEDS, StackLauncher, Step, levels, stop_wave
 from backend.stack.procfile import ProcfileError, read_procfile
 from tests.conftest import STACK_ENV, stack_processes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SLEEPER = 'python -c "import time; time.sleep(120)"'
 # SIGABRT half a second after start, as librdkafka's assertions end a process; no core file
 ABORT = ("import os, resource, time; resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "

@@ -15,9 +15,9 @@ def test_plain_options_run_two_lanes(args):
 
 
 @pytest.mark.parametrize("args", [
-    ["-m", "not browser"], ["-k", "replica"], ["--lf"], ["-ra", "tests/test_proc.py"],
-    ["tests/test_proc.py::test_spawn_runs_the_command"], ["tests/observer"],
-    ["--deselect=tests/test_proc.py::x"],
+    ["-m", "not browser"], ["-k", "replica"], ["--lf"], ["-ra", "tests/helpers/test_proc.py"],
+    ["tests/helpers/test_proc.py::test_spawn_runs_the_command"], ["tests/observer"],
+    ["--deselect=tests/helpers/test_proc.py::x"],
 ])
 def test_options_that_choose_tests_run_one_plain_pytest(args):
     assert chooses_tests(args)

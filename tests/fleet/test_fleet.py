@@ -47,7 +47,7 @@ from backend.fleet.telemetry import (
 from backend.netutil import free_port, wait_until
 from backend.proc import spawn
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # ---- pure logic ------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
 from backend.errors import DEFAULT_LIMIT, one_line
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REFUSED = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:15002: "
            "Failed to connect to remote host: Connection refused")
 

@@ -15,8 +15,8 @@ from backend.contracts import events_topic
 from backend.engine.server import SparkConnectServer
 from backend.fleet.simulator import FleetSimulator
 from backend.netutil import free_port
-from tests.recovery.conftest import committed_offsets, drained, summaries_now
 from tests.replica.harness import EventLog, read_summaries
+from tests.system.recovery.conftest import committed_offsets, drained, summaries_now
 
 PARTITIONS = 6
 REPLICAS = ("sr-a", "sr-b")

@@ -28,7 +28,7 @@ from dashboard.presenter import (
     peer_role,
 )
 from tests.dashboard.conftest import APP
-from tests.room.conftest import PASSCODE, write_room
+from tests.system.room.conftest import PASSCODE, write_room
 
 SECRET = "s3cret-passcode"
 

@@ -1,4 +1,4 @@
-"""Room fixtures: a participant's laptop (a network namespace, tests/room/netns.py), Chromium
+"""Room fixtures: a participant's laptop (a network namespace, tests/system/room/netns.py), Chromium
 inside it, and a data directory that looks like `groupscope up --room` wrote it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from backend.contracts.room import PASSCODE_FILE, ROOM_FILE, RoomInfo
-from tests.room.netns import Laptop, laptop_namespace
+from tests.system.room.netns import Laptop, laptop_namespace
 
 PASSCODE = "tablet-at-the-front-7319"
 

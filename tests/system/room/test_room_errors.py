@@ -14,9 +14,9 @@ from backend.cli_common import UserError
 from backend.netutil import free_port
 from backend.proc import run
 from backend.stack.room import check_room_address, local_addresses
-from tests.room.netns import Laptop
+from tests.system.room.netns import Laptop
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_an_address_that_is_not_this_machines_is_refused_with_the_ones_that_are() -> None:

@@ -24,19 +24,20 @@ from backend.cluster.topics import ensure_topics
 from backend.fleet.simulator import FleetSimulator
 from backend.netutil import wait_until
 from backend.proc import spawn
-from tests.recovery.conftest import drained, summaries_now
 from tests.replica.harness import REPO, read_summaries
+from tests.system.recovery.conftest import drained, summaries_now
 
 PARTITIONS = 6
 REPLICAS = ("rs-a", "rs-b")
 
 
 class ObserverProcess:
-    """tests/recovery/observer_process.py as a child; its snapshots collected by a thread."""
+    """tests/system/recovery/observer_process.py as a child; its snapshots collected by a thread."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.proc = spawn(
-            [sys.executable, "-m", "tests.recovery.observer_process", bootstrap, group, topic],
+            [sys.executable, "-m", "tests.system.recovery.observer_process", bootstrap, group,
+             topic],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.snapshots: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
