@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup jars lint unit bench clean soak-brokers soak-page
+.PHONY: demo test setup jars lint unit bench clean soak-brokers soak-page screenshots
 
 # ROOM=1: a workshop room (participants' laptops join over the LAN); ROOM=IP picks the address
 demo: setup jars
@@ -50,6 +50,12 @@ soak-brokers: setup jars
 # server's memory must stay flat (tests/dashboard/test_overview_always_on.py runs three)
 soak-page: setup jars
 	GROUPSCOPE_ALWAYS_ON_S=1800 $(BIN)/pytest -q tests/dashboard/test_overview_always_on.py $(PYTEST_ARGS)
+
+# the README's pictures in assets/screenshots/, from a real `groupscope up --brokers 3` on free
+# ports in a temporary directory, in headless Chromium (tools/screenshots.py; several minutes;
+# SCREENSHOTS_ARGS=--keep keeps the stack's logs). The room's three come from the room tests.
+screenshots: setup jars
+	$(BIN)/python tools/screenshots.py $(SCREENSHOTS_ARGS)
 
 clean:
 	rm -rf .groupscope test-artifacts .pytest_cache
