@@ -7,6 +7,7 @@ importing the top-level `backend.cli` that imports every package.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 class UserError(Exception):
@@ -35,3 +36,17 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-config", metavar="FILE",
                         help="client.properties with security.protocol, sasl.*, ssl.* "
                              "(env GROUPSCOPE_KAFKA_CONFIG)")
+
+
+def add_command(sub: argparse._SubParsersAction, name: str,
+                run: Callable[[argparse.Namespace], int] | None, *, help: str,
+                description: str, cluster: bool = False) -> argparse.ArgumentParser:
+    """The parser of `groupscope NAME`: `run` is what backend/cli.py calls with the parsed
+    arguments (None: the caller sets it), and `cluster` puts the cluster options first, where
+    every command that talks to Kafka lists them."""
+    p = sub.add_parser(name, help=help, description=description)
+    if run is not None:
+        p.set_defaults(func=run)
+    if cluster:
+        add_cluster_args(p)
+    return p

@@ -8,7 +8,8 @@ come from theme.replica_colour, so a replica looks the same in every chart.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -95,24 +96,36 @@ def throughput_lag_figure(points: Sequence[SeriesPoint],
     return go.Figure(data=data, layout=layout)
 
 
-def ownership_figure(history: Sequence[Snapshot], revision: str = "timeline") -> go.Figure:
-    """Swimlanes: one row per partition, coloured by owner over time, rebalances shaded."""
-    segments: dict[str | None, list[tuple[int, int, int]]] = {}
-    open_: dict[int, tuple[str | None, int]] = {}
+H = TypeVar("H")  # who holds a partition in a swimlane: a replica's name, a broker's id
+
+
+def _lanes(history: Sequence[Snapshot], holders: Callable[[Snapshot], Iterable[tuple[int, H]]],
+           ) -> dict[H, list[tuple[int, int, int]]]:
+    """holder -> its (partition, from ms, to ms) spans over `history`, from what `holders`
+    says of each snapshot ((partition, holder) pairs; a partition it leaves out keeps its
+    span going). A span ends where its partition's holder changes, the last one at the
+    newest snapshot; a failed snapshot changes nothing."""
+    segments: dict[H, list[tuple[int, int, int]]] = {}
+    open_: dict[int, tuple[H, int]] = {}
     last_ts = history[-1].taken_ms if history else 0
     for s in history:
         if s.error:
             continue
-        now = {pv.partition: pv.owner for pv in s.partitions}
-        for p, owner in now.items():
+        for p, holder in holders(s):
             cur = open_.get(p)
             if cur is None:
-                open_[p] = (owner, s.taken_ms)
-            elif cur[0] != owner:
+                open_[p] = (holder, s.taken_ms)
+            elif cur[0] != holder:
                 segments.setdefault(cur[0], []).append((p, cur[1], s.taken_ms))
-                open_[p] = (owner, s.taken_ms)
-    for p, (owner, since) in open_.items():
-        segments.setdefault(owner, []).append((p, since, last_ts))
+                open_[p] = (holder, s.taken_ms)
+    for p, (holder, since) in open_.items():
+        segments.setdefault(holder, []).append((p, since, last_ts))
+    return segments
+
+
+def ownership_figure(history: Sequence[Snapshot], revision: str = "timeline") -> go.Figure:
+    """Swimlanes: one row per partition, coloured by owner over time, rebalances shaded."""
+    segments = _lanes(history, lambda s: [(pv.partition, pv.owner) for pv in s.partitions])
     fig = go.Figure()
     for owner in sorted(segments, key=lambda o: (o is None, o or "")):
         segs = segments[owner]
@@ -124,7 +137,7 @@ def ownership_figure(history: Sequence[Snapshot], revision: str = "timeline") ->
         ))
     if history:
         for r in history[-1].rebalances:
-            end = r.end_ms if r.end_ms is not None else last_ts
+            end = r.end_ms if r.end_ms is not None else history[-1].taken_ms
             fig.add_vrect(x0=local_ms(r.start_ms), x1=local_ms(end),
                           fillcolor=REBALANCE_FILL, line_width=0, layer="above")
     parts = sorted({pv.partition for s in history[-1:] for pv in s.partitions})
@@ -139,23 +152,9 @@ def leadership_figure(history: Sequence[Snapshot], revision: str = "leaders") ->
     time (grey: no leader), with brokers going down (red) and up (green) as vertical lines.
 
     Built from plain dicts, like the throughput figure: one bar trace per broker."""
-    segments: dict[int | None, list[tuple[int, int, int]]] = {}
-    open_: dict[int, tuple[int | None, int]] = {}
-    last_ts = history[-1].taken_ms if history else 0
-    for s in history:
-        if s.error:
-            continue
-        for pv in s.partitions:
-            if not pv.replicas:
-                continue  # not read in that poll
-            cur = open_.get(pv.partition)
-            if cur is None:
-                open_[pv.partition] = (pv.leader, s.taken_ms)
-            elif cur[0] != pv.leader:
-                segments.setdefault(cur[0], []).append((pv.partition, cur[1], s.taken_ms))
-                open_[pv.partition] = (pv.leader, s.taken_ms)
-    for p, (leader, since) in open_.items():
-        segments.setdefault(leader, []).append((p, since, last_ts))
+    # a partition without replicas was not read in that poll: its leader is not known
+    segments = _lanes(history, lambda s: [(pv.partition, pv.leader) for pv in s.partitions
+                                          if pv.replicas])
     data = []
     for leader in sorted(segments, key=lambda b: (b is None, b or 0)):
         segs = segments[leader]

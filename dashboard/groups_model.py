@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from backend.contracts.overview import ERR, HEALTH_WORST_FIRST, GroupRow, Overview
 from dashboard.theme import STATE_COLOURS, UNKNOWN_HEALTH_FILL, health_fill
@@ -112,24 +113,33 @@ def duration_text(seconds: float) -> str:
     return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
-def rate_text(row: GroupRow) -> str:
-    """How fast the total lag changes: "-12.5 msg/s" shrinking, "+3.0 msg/s" growing."""
+V = TypeVar("V")
+
+
+def _cell(row: GroupRow, value: V | None, show: Callable[[V], str]) -> str:
+    """`show(value)`, or PENDING while the row is not described yet and NONE when it could
+    not be or the value is not known, so that every number of such a row says the same."""
     if row.pending:
         return PENDING
-    if row.error is not None or row.lag_rate is None:
+    if row.error is not None or value is None:
         return NONE
-    if abs(row.lag_rate) < FLAT_RATE:
-        return "0 msg/s"
-    return f"{row.lag_rate:+,.1f} msg/s"
+    return show(value)
+
+
+def rate_text(row: GroupRow) -> str:
+    """How fast the total lag changes: "-12.5 msg/s" shrinking, "+3.0 msg/s" growing."""
+    return _cell(row, row.lag_rate,
+                 lambda rate: "0 msg/s" if abs(rate) < FLAT_RATE else f"{rate:+,.1f} msg/s")
 
 
 def catch_up_text(row: GroupRow) -> str:
     """Time to zero lag at the current rate, or that the group is falling behind."""
-    if row.pending:
-        return PENDING
-    if row.error is not None or row.lag_messages is None:
-        return NONE
-    if row.lag_messages == 0:
+    return _cell(row, row.lag_messages, lambda lag: _catch_up(row, lag))
+
+
+def _catch_up(row: GroupRow, lag: int) -> str:
+    """catch_up_text of a row whose lag is known."""
+    if lag == 0:
         return "caught up"
     if row.lag_rate is not None and abs(row.lag_rate) < FLAT_RATE:
         return "steady"  # as much consumed as produced: the lag neither grows nor shrinks
@@ -180,9 +190,8 @@ def line(row: GroupRow, now_ms: int) -> GroupLine:
                          PENDING, [], PENDING, PENDING, PENDING, PENDING, "not described yet")
     err = row.error is not None
     health = [ERR if err else row.health]
-    lag = NONE if err or row.lag_messages is None else f"{row.lag_messages:,}"
-    secs = (NONE if err or row.max_lag_seconds is None
-            else duration_text(row.max_lag_seconds))
+    lag = _cell(row, row.lag_messages, "{:,}".format)
+    secs = _cell(row, row.max_lag_seconds, duration_text)
     return GroupLine(
         group=row.group, health=health, state=row.state, protocol=protocol,
         members=NONE if err else str(row.members),

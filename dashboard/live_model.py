@@ -307,25 +307,30 @@ def cluster_feed_items(events: Iterable[ClusterEvent]) -> list[FeedItem]:
         grouped.setdefault((ev.ts, ev.type, who), []).append(ev)
     items: list[FeedItem] = []
     for (ts, kind, who), evs in grouped.items():
-        parts = [f"P{e.partition}" for e in evs if e.partition is not None]
-        if kind == T.BROKER_DOWN:
-            items.append(FeedItem(ts, KAFKA, None, "broker",
-                                  f"Broker {_ids(who)} went down"))
-        elif kind == T.BROKER_UP:
-            items.append(FeedItem(ts, KAFKA, None, "broker",
-                                  f"Broker {_ids(who)} is up"))
-        elif kind == T.LEADER_CHANGED:
-            moves = [f"P{e.partition} {_ids(e.before)} → "
-                     f"{_ids(e.after) if e.after else 'no leader'}" for e in evs]
-            items.append(FeedItem(ts, KAFKA, None, "leader",
-                                  f"Leader moved: {_listed(moves)}"))
-        elif kind == T.ISR_SHRUNK:
-            items.append(FeedItem(ts, KAFKA, None, "isr",
-                                  f"Broker {_ids(who)} left the ISR of {_listed(parts)}"))
-        elif kind == T.ISR_EXPANDED:
-            items.append(FeedItem(ts, KAFKA, None, "isr",
-                                  f"Broker {_ids(who)} rejoined the ISR of {_listed(parts)}"))
+        said = _cluster_line(kind, who, evs)
+        if said is not None:
+            items.append(FeedItem(ts, KAFKA, None, *said))
     return items
+
+
+def _cluster_line(kind: str, who: tuple[int, ...],
+                  evs: list[ClusterEvent]) -> tuple[str, str] | None:
+    """The feed kind and text of one poll's `evs` of one `kind` (None: not a feed line)."""
+    T = ClusterEventType
+    parts = [f"P{e.partition}" for e in evs if e.partition is not None]
+    if kind == T.BROKER_DOWN:
+        return "broker", f"Broker {_ids(who)} went down"
+    if kind == T.BROKER_UP:
+        return "broker", f"Broker {_ids(who)} is up"
+    if kind == T.LEADER_CHANGED:
+        moves = [f"P{e.partition} {_ids(e.before)} → "
+                 f"{_ids(e.after) if e.after else 'no leader'}" for e in evs]
+        return "leader", f"Leader moved: {_listed(moves)}"
+    if kind == T.ISR_SHRUNK:
+        return "isr", f"Broker {_ids(who)} left the ISR of {_listed(parts)}"
+    if kind == T.ISR_EXPANDED:
+        return "isr", f"Broker {_ids(who)} rejoined the ISR of {_listed(parts)}"
+    return None
 
 
 def feed_items(events: Iterable[Event], supervised: Sequence[object] = (),

@@ -118,8 +118,18 @@ class BaseRule(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=100)  # default: default_name()
     groups: tuple[Pattern, ...] = Field(default=("*",), min_length=1)  # fnmatch globs
     exclude: tuple[Pattern, ...] = ()
-    for_ms: Duration = Field(alias="for")
+    for_ms: Duration = Field(alias="for")  # default: its kind's DEFAULT_FOR (_default_for)
     resolve_after_ms: Duration | None = Field(default=None, alias="resolve_after")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_for(cls, data: Any) -> Any:
+        """A rule without `for` takes its kind's from DEFAULT_FOR: the defaults stay in that
+        one table of the format's facts instead of a field default in every kind."""
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if isinstance(kind, str) and kind in DEFAULT_FOR and "for" not in data:
+            return {**data, "for": DEFAULT_FOR[kind]}
+        return data
 
     def applies_to(self, group: str) -> bool:
         return (any(fnmatchcase(group, p) for p in self.groups)
@@ -134,13 +144,8 @@ class BaseRule(BaseModel):
         return self.name or self.kind
 
 
-def _default_for(kind: str) -> int:
-    return parse_duration(DEFAULT_FOR[kind])
-
-
 class HealthRule(BaseRule):
     kind: Literal["health"]
-    for_ms: Duration = Field(default=_default_for("health"), alias="for")
     health: tuple[str, ...] = Field(default=DEFAULT_HEALTH, min_length=1)
 
     @field_validator("health")
@@ -175,22 +180,18 @@ class ThresholdRule(BaseRule):
 
 class LagSecondsRule(ThresholdRule):
     kind: Literal["lag_seconds"]
-    for_ms: Duration = Field(default=_default_for("lag_seconds"), alias="for")
 
 
 class LagMessagesRule(ThresholdRule):
     kind: Literal["lag_messages"]
-    for_ms: Duration = Field(default=_default_for("lag_messages"), alias="for")
 
 
 class EmptyLagRule(BaseRule):
     kind: Literal["empty_lag"]
-    for_ms: Duration = Field(default=_default_for("empty_lag"), alias="for")
 
 
 class RebalancesRule(BaseRule):
     kind: Literal["rebalances"]
-    for_ms: Duration = Field(default=_default_for("rebalances"), alias="for")
     more_than: int = Field(ge=0, le=MAX_MORE_THAN)
     within_ms: Duration = Field(default=parse_duration(DEFAULT_REBALANCE_WINDOW), alias="within")
 

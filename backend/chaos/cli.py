@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli_common import UserError, add_cluster_args, positive
+from backend.cli_common import UserError, add_command, positive
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 
-    p = sub.add_parser(
-        "chaos", help="kill, stop, start and scale replicas under load; verify nothing is lost",
+    p = add_command(
+        sub, "chaos", _chaos, cluster=True,
+        help="kill, stop, start and scale replicas under load; verify nothing is lost",
         description="Runs real replicas on a fresh topic and group, produces telemetry, and "
                     "at random (seeded) moments kills (SIGKILL), stops, starts and scales "
                     "them. Then drains and checks every stream's summary against what was "
                     "produced. Exit code 1 when a message was lost (or, with --exactly-once, "
                     "counted twice). Needs Kafka and the Spark engine (e.g. `groupscope up`).")
-    add_cluster_args(p)
     p.add_argument("--spark-remote", metavar="URL", help="Spark Connect URL (default: the "
                    "embedded engine, or SPARK_REMOTE)")
     p.add_argument("--duration", type=positive(float), default=60.0, metavar="S",
@@ -42,7 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "e.g. `up --brokers 3`)")
     p.add_argument("--name", help="group/topic prefix (default chaos-<epoch seconds>)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    p.set_defaults(func=_chaos)
 
 
 def _chaos(args: argparse.Namespace) -> int:

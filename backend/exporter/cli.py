@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli_common import add_cluster_args, positive
+from backend.cli_common import add_command, positive
 from backend.exporter.options import (
     DEFAULT_ADDRESS,
     DEFAULT_INTERVAL_S,
@@ -15,12 +15,12 @@ from backend.exporter.options import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "exporter", help="serve Prometheus /metrics for every consumer group (read-only)",
+    p = add_command(
+        sub, "exporter", _exporter, cluster=True,
+        help="serve Prometheus /metrics for every consumer group (read-only)",
         description="Watch every consumer group of a cluster read-only and serve their lag, "
                     "health, members and rebalances as Prometheus metrics, optionally with "
                     "alert rules. Nothing is joined, committed or changed on the cluster.")
-    add_cluster_args(p)
     p.add_argument("--port", type=tcp_port, default=DEFAULT_PORT,
                    help=f"HTTP port of /metrics (default {DEFAULT_PORT})")
     p.add_argument("--address", default=DEFAULT_ADDRESS,
@@ -36,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-groups", type=positive(int), default=DEFAULT_MAX_GROUPS, metavar="N",
                    help=f"export at most N groups, the first by name; the rest are counted in "
                         f"groupscope_exporter_dropped_groups_total (default {DEFAULT_MAX_GROUPS})")
-    p.set_defaults(func=_exporter)
 
 
 def _exporter(args: argparse.Namespace) -> int:

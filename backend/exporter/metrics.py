@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from confluent_kafka import ConsumerGroupState
 from prometheus_client.metrics_core import (
@@ -51,6 +52,92 @@ GROUP_PARTITION = ("cluster", "group", "topic", "partition")
 TOPIC_PARTITION = ("cluster", "topic", "partition")
 
 _HEALTH_DOC = "; ".join(f"{h} = {HEALTH_MEANING[h]}" for h in HEALTH_WORST_FIRST)
+
+# Every family the exporter may show, by name (after PREFIX): its labels and help, in one
+# list apart from the code that fills the families at each scrape, so that what /metrics
+# offers reads in one place. A family's type is named where it is filled (`_family`), since
+# how it is filled depends on it.
+FAMILIES: dict[str, tuple[tuple[str, ...], str]] = {
+    # per group
+    "group_lag_messages": (GROUP_TOPIC,
+        "Messages the group has not consumed yet on a topic: the sum over its partitions "
+        "of log end offset minus committed offset (from the log start when nothing is "
+        "committed); a share group's partition counts the lag its broker reports (records "
+        "not yet acknowledged) when it reports one, else from its share-partition start "
+        "offset."),
+    "group_max_lag_seconds": (GROUP_TOPIC,
+        "Age of the oldest record the group has not consumed yet on a topic, from the "
+        "broker's record timestamps; absent until it has been read."),
+    "group_members": (GROUP, "Members of the group (consumers that joined it)."),
+    "group_health": (GROUP, f"The group's health, its worst partition's: {_HEALTH_DOC}."),
+    "group_state": (GROUP,
+        "The group's state as Kafka names it (Stable, Empty, PreparingRebalance, ...)."),
+    "group": (GROUP, "The group's type (classic, consumer, share or streams) and assignor."),
+    "group_rebalances": (GROUP,
+        "Rebalances seen since the exporter started watching the group (plus those of the "
+        "hour before, from the watcher's memory): one per episode, entering a "
+        "rebalancing state or a change of members or assignment."),
+    "group_generation": (GROUP,
+        "The group's generation (classic protocol) or group epoch (consumer protocol), "
+        "when the broker lets us read it."),
+    "group_lag_rate_messages_per_second": (GROUP,
+        "How fast the group's total lag changes, msg/s, the slope over about the last "
+        "minute: above 0 it falls behind, below 0 it catches up."),
+    "group_catch_up_seconds": (GROUP,
+        "Seconds until the group's lag reaches zero at the current rate; 0 with no lag, "
+        "absent when the lag is not shrinking."),
+    # per partition (opt-in)
+    "partition_committed_offset": (GROUP_PARTITION,
+        "The group's committed offset on a partition; absent when it has committed none."),
+    "partition_lag_messages": (GROUP_PARTITION,
+        "Messages the group has not consumed yet on a partition (a share group's: the "
+        "lag its broker reports, when it reports one)."),
+    "partition_lag_seconds": (GROUP_PARTITION,
+        "Age of the oldest record the group has not consumed yet on a partition; absent "
+        "until it has been read."),
+    "partition_end_offset": (TOPIC_PARTITION,
+        "A partition's log end offset (the next offset to be written), for every "
+        "partition an exported group reads."),
+    # the exporter's own
+    "exporter_cluster_up": (CLUSTER,
+        "1 when the last cycle could list the cluster's groups, 0 when it could not (or "
+        "before the first cycle)."),
+    "exporter_groups_listed": (CLUSTER, "Groups the last listing of the cluster returned."),
+    "exporter_groups_described": (CLUSTER,
+        "Groups whose description and offsets have been read at least once."),
+    "exporter_collection_errors": (CLUSTER,
+        "Collection errors since the exporter started: failed listings, failed batches "
+        "and groups that could not be described."),
+    "exporter_dropped_groups": (CLUSTER,
+        "Groups left out of scrapes by the --max-groups cap, summed over scrapes; "
+        "rising means some groups have no series: raise the cap."),
+    "exporter_cycle_duration_seconds": (CLUSTER,
+        "How long the last complete refresh cycle of every group took."),
+    "exporter_cycle_requests": (CLUSTER,
+        "Admin API requests the last complete cycle issued (list, describe batches, offset "
+        "fetches, log offsets, metadata)."),
+    "exporter_last_success_timestamp_seconds": (CLUSTER,
+        "Unix time the last complete cycle (the listing worked, every batch was tried) "
+        "ended; alert on time() minus this."),
+    # brokers
+    "broker_up": (BROKER,
+        "1 when the broker is in the cluster's metadata, 0 when partitions still name it "
+        "as a replica but it is not (down). From metadata cached up to 30 s."),
+    "broker_leader_partitions": (BROKER, "Partitions (every topic) the broker leads."),
+    "under_replicated_partitions": (CLUSTER,
+        "Partitions (every topic) whose in-sync replicas are fewer than their replicas."),
+    "offline_partitions": (CLUSTER, "Partitions (every topic) without a leader."),
+}
+
+F = TypeVar("F", GaugeMetricFamily, CounterMetricFamily, StateSetMetricFamily,
+            InfoMetricFamily)
+
+
+def _family(kind: type[F], name: str) -> F:
+    """The family `name` of FAMILIES, empty, for one scrape (a collector builds its families
+    afresh at each scrape, see the module's docstring)."""
+    labels, doc = FAMILIES[name]
+    return kind(f"{PREFIX}{name}", doc, labels=labels)
 
 
 @dataclass
@@ -171,73 +258,31 @@ class OverviewCollector(Collector):
     def _broker_families(self, cluster: str, overview: Overview) -> Iterator[Metric]:
         """Kafka's side, from the overview's cached metadata: a down broker is one its
         partitions still name as a replica while the cluster no longer lists it."""
-        up = GaugeMetricFamily(
-            f"{PREFIX}broker_up",
-            "1 when the broker is in the cluster's metadata, 0 when partitions still name it "
-            "as a replica but it is not (down). From metadata cached up to 30 s.",
-            labels=BROKER)
-        leaders = GaugeMetricFamily(
-            f"{PREFIX}broker_leader_partitions", "Partitions (every topic) the broker leads.",
-            labels=BROKER)
+        up = _family(GaugeMetricFamily, "broker_up")
+        leaders = _family(GaugeMetricFamily, "broker_leader_partitions")
         for b in overview.brokers:
             labels = [cluster, str(b.broker_id)]
             up.add_metric(labels, 1 if b.up else 0)
             leaders.add_metric(labels, b.leaders)
-        under = GaugeMetricFamily(
-            f"{PREFIX}under_replicated_partitions",
-            "Partitions (every topic) whose in-sync replicas are fewer than their replicas.",
-            labels=CLUSTER)
+        under = _family(GaugeMetricFamily, "under_replicated_partitions")
         under.add_metric([cluster], overview.under_replicated)
-        offline = GaugeMetricFamily(
-            f"{PREFIX}offline_partitions", "Partitions (every topic) without a leader.",
-            labels=CLUSTER)
+        offline = _family(GaugeMetricFamily, "offline_partitions")
         offline.add_metric([cluster], overview.offline_partitions)
         yield from (up, leaders, under, offline)
 
     # ---- per group ---------------------------------------------------------------------
 
     def _group_families(self, cluster: str, rows: list[GroupRow]) -> Iterator[Metric]:
-        lag = GaugeMetricFamily(
-            f"{PREFIX}group_lag_messages",
-            "Messages the group has not consumed yet on a topic: the sum over its partitions "
-            "of log end offset minus committed offset (from the log start when nothing is "
-            "committed); a share group's partition counts the lag its broker reports (records "
-            "not yet acknowledged) when it reports one, else from its share-partition start "
-            "offset.", labels=GROUP_TOPIC)
-        lag_s = GaugeMetricFamily(
-            f"{PREFIX}group_max_lag_seconds",
-            "Age of the oldest record the group has not consumed yet on a topic, from the "
-            "broker's record timestamps; absent until it has been read.", labels=GROUP_TOPIC)
-        members = GaugeMetricFamily(
-            f"{PREFIX}group_members", "Members of the group (consumers that joined it).",
-            labels=GROUP)
-        health = StateSetMetricFamily(
-            f"{PREFIX}group_health",
-            f"The group's health, its worst partition's: {_HEALTH_DOC}.", labels=GROUP)
-        state = StateSetMetricFamily(
-            f"{PREFIX}group_state",
-            "The group's state as Kafka names it (Stable, Empty, PreparingRebalance, ...).",
-            labels=GROUP)
-        info = InfoMetricFamily(
-            f"{PREFIX}group",
-            "The group's type (classic, consumer, share or streams) and assignor.", labels=GROUP)
-        rebalances = CounterMetricFamily(
-            f"{PREFIX}group_rebalances",
-            "Rebalances seen since the exporter started watching the group (plus those of the "
-            "hour before, from the watcher's memory): one per episode, entering a "
-            "rebalancing state or a change of members or assignment.", labels=GROUP)
-        generation = GaugeMetricFamily(
-            f"{PREFIX}group_generation",
-            "The group's generation (classic protocol) or group epoch (consumer protocol), "
-            "when the broker lets us read it.", labels=GROUP)
-        rate = GaugeMetricFamily(
-            f"{PREFIX}group_lag_rate_messages_per_second",
-            "How fast the group's total lag changes, msg/s, the slope over about the last "
-            "minute: above 0 it falls behind, below 0 it catches up.", labels=GROUP)
-        catch_up = GaugeMetricFamily(
-            f"{PREFIX}group_catch_up_seconds",
-            "Seconds until the group's lag reaches zero at the current rate; 0 with no lag, "
-            "absent when the lag is not shrinking.", labels=GROUP)
+        lag = _family(GaugeMetricFamily, "group_lag_messages")
+        lag_s = _family(GaugeMetricFamily, "group_max_lag_seconds")
+        members = _family(GaugeMetricFamily, "group_members")
+        health = _family(StateSetMetricFamily, "group_health")
+        state = _family(StateSetMetricFamily, "group_state")
+        info = _family(InfoMetricFamily, "group")
+        rebalances = _family(CounterMetricFamily, "group_rebalances")
+        generation = _family(GaugeMetricFamily, "group_generation")
+        rate = _family(GaugeMetricFamily, "group_lag_rate_messages_per_second")
+        catch_up = _family(GaugeMetricFamily, "group_catch_up_seconds")
         for row in rows:
             g = [cluster, row.group]
             health.add_metric(g, {h: h == row.health for h in HEALTH_WORST_FIRST})
@@ -265,22 +310,10 @@ class OverviewCollector(Collector):
     # ---- per partition (opt-in) --------------------------------------------------------
 
     def _partition_families(self, cluster: str, rows: list[GroupRow]) -> Iterator[Metric]:
-        committed = GaugeMetricFamily(
-            f"{PREFIX}partition_committed_offset",
-            "The group's committed offset on a partition; absent when it has committed none.",
-            labels=GROUP_PARTITION)
-        lag = GaugeMetricFamily(
-            f"{PREFIX}partition_lag_messages",
-            "Messages the group has not consumed yet on a partition (a share group's: the "
-            "lag its broker reports, when it reports one).", labels=GROUP_PARTITION)
-        lag_s = GaugeMetricFamily(
-            f"{PREFIX}partition_lag_seconds",
-            "Age of the oldest record the group has not consumed yet on a partition; absent "
-            "until it has been read.", labels=GROUP_PARTITION)
-        end = GaugeMetricFamily(
-            f"{PREFIX}partition_end_offset",
-            "A partition's log end offset (the next offset to be written), for every "
-            "partition an exported group reads.", labels=TOPIC_PARTITION)
+        committed = _family(GaugeMetricFamily, "partition_committed_offset")
+        lag = _family(GaugeMetricFamily, "partition_lag_messages")
+        lag_s = _family(GaugeMetricFamily, "partition_lag_seconds")
+        end = _family(GaugeMetricFamily, "partition_end_offset")
         ends: dict[tuple[str, int], int] = {}
         for row in rows:
             for p in row.partitions:
@@ -301,49 +334,28 @@ class OverviewCollector(Collector):
     def _own_families(self, cluster: str, overview: Overview | None,
                       dropped_total: int) -> Iterator[Metric]:
         c = [cluster]
-        up = GaugeMetricFamily(
-            f"{PREFIX}exporter_cluster_up",
-            "1 when the last cycle could list the cluster's groups, 0 when it could not (or "
-            "before the first cycle).", labels=CLUSTER)
+        up = _family(GaugeMetricFamily, "exporter_cluster_up")
         up.add_metric(c, 1 if overview is not None and overview.error is None
                       and overview.cycle is not None else 0)
         yield up
-        listed = GaugeMetricFamily(
-            f"{PREFIX}exporter_groups_listed", "Groups the last listing of the cluster returned.",
-            labels=CLUSTER)
-        described = GaugeMetricFamily(
-            f"{PREFIX}exporter_groups_described",
-            "Groups whose description and offsets have been read at least once.", labels=CLUSTER)
+        listed = _family(GaugeMetricFamily, "exporter_groups_listed")
+        described = _family(GaugeMetricFamily, "exporter_groups_described")
         listed.add_metric(c, overview.listed if overview else 0)
         described.add_metric(c, overview.described if overview else 0)
         yield from (listed, described)
-        errors = CounterMetricFamily(
-            f"{PREFIX}exporter_collection_errors",
-            "Collection errors since the exporter started: failed listings, failed batches "
-            "and groups that could not be described.", labels=CLUSTER)
+        errors = _family(CounterMetricFamily, "exporter_collection_errors")
         errors.add_metric(c, self.errors.total)
-        dropped = CounterMetricFamily(
-            f"{PREFIX}exporter_dropped_groups",
-            "Groups left out of scrapes by the --max-groups cap, summed over scrapes; "
-            "rising means some groups have no series: raise the cap.", labels=CLUSTER)
+        dropped = _family(CounterMetricFamily, "exporter_dropped_groups")
         dropped.add_metric(c, dropped_total)
         yield from (errors, dropped)
         cycle = overview.cycle if overview is not None else None
         if cycle is None:
             return
-        duration = GaugeMetricFamily(
-            f"{PREFIX}exporter_cycle_duration_seconds",
-            "How long the last complete refresh cycle of every group took.", labels=CLUSTER)
+        duration = _family(GaugeMetricFamily, "exporter_cycle_duration_seconds")
         duration.add_metric(c, cycle.seconds)
-        requests = GaugeMetricFamily(
-            f"{PREFIX}exporter_cycle_requests",
-            "Admin API requests the last complete cycle issued (list, describe batches, offset "
-            "fetches, log offsets, metadata).", labels=CLUSTER)
+        requests = _family(GaugeMetricFamily, "exporter_cycle_requests")
         requests.add_metric(c, cycle.requests)
-        success = GaugeMetricFamily(
-            f"{PREFIX}exporter_last_success_timestamp_seconds",
-            "Unix time the last complete cycle (the listing worked, every batch was tried) "
-            "ended; alert on time() minus this.", labels=CLUSTER)
+        success = _family(GaugeMetricFamily, "exporter_last_success_timestamp_seconds")
         success.add_metric(c, cycle.started_ms / 1000.0 + cycle.seconds)
         yield from (duration, requests, success)
 

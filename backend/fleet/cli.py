@@ -8,7 +8,7 @@ import sys
 import time
 from typing import NoReturn
 
-from backend.cli_common import UserError, add_cluster_args, positive
+from backend.cli_common import UserError, add_command, positive
 from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
 from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS, FLUSH_TIMEOUT_S
 from backend.proc import STOP_BUDGET_S, StopSignals
@@ -27,9 +27,8 @@ PRODUCE = ("Produce telemetry for N cars (streams car-NN chosen to cover the def
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("produce", description=PRODUCE,
-                       help="run the car fleet simulator (keyed telemetry, murmur2)")
-    add_cluster_args(p)
+    p = add_command(sub, "produce", _produce, cluster=True, description=PRODUCE,
+                    help="run the car fleet simulator (keyed telemetry, murmur2)")
     p.add_argument("--topic", default=INPUT_TOPIC, help=f"input topic (default {INPUT_TOPIC})")
     p.add_argument("--streams", type=positive(int), default=DEFAULT_STREAMS,
                    help=f"number of cars (default {DEFAULT_STREAMS})")
@@ -41,7 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="replication factor if the topic is created (default 1)")
     p.add_argument("--duration", type=positive(float), metavar="S", help="stop after S seconds")
     p.add_argument("--count", type=positive(int), metavar="N", help="stop after N messages")
-    p.set_defaults(func=_produce)
 
 
 def _interrupt() -> NoReturn:

@@ -5,35 +5,35 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
-from backend.cli_common import UserError, add_cluster_args, positive
+from backend.cli_common import UserError, add_command, positive
 from backend.contracts import DEFAULT_GROUP, SNAPSHOT_JSON
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("snapshot", help="print one read-only snapshot of a consumer group",
-                       description="Describe a consumer group without joining it: members, "
-                                   "ownership, committed and end offsets, lag in messages and "
-                                   "seconds, streams, health.")
-    add_cluster_args(p)
+    p = add_command(sub, "snapshot", _snapshot, cluster=True,
+                    help="print one read-only snapshot of a consumer group",
+                    description="Describe a consumer group without joining it: members, "
+                                "ownership, committed and end offsets, lag in messages and "
+                                "seconds, streams, health.")
     p.add_argument("--group", default=DEFAULT_GROUP, help=f"group id (default {DEFAULT_GROUP})")
     p.add_argument("--topic", default=None,
                    help="topic to show (default: the group's topic with most partitions)")
     p.add_argument("--json", action="store_true", help="print the Snapshot as JSON")
     p.add_argument("--samples", type=positive(int), default=2, metavar="N",
                    help="polls 1 s apart before printing, so health has a window (default 2)")
-    p.set_defaults(func=_snapshot)
 
-    p = sub.add_parser("groups", help="list the cluster's consumer groups with lag and health",
-                       description="Every consumer group the principal may describe: state, "
-                                   "protocol, members, lag in messages and seconds, health. "
-                                   "Read-only, like the dashboard's Groups page.")
-    add_cluster_args(p)
+    p = add_command(sub, "groups", _groups, cluster=True,
+                    help="list the cluster's consumer groups with lag and health",
+                    description="Every consumer group the principal may describe: state, "
+                                "protocol, members, lag in messages and seconds, health. "
+                                "Read-only, like the dashboard's Groups page.")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--samples", type=positive(int), default=1, metavar="N",
                    help="refresh cycles 2 s apart before printing, so rate and health have a "
                         "window (default 1)")
-    p.set_defaults(func=_groups)
 
 
 def cluster_settings(args: argparse.Namespace):
@@ -67,12 +67,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     from backend.observer.observer import Observer
 
     obs = Observer(cluster_settings(args), args.group, topic=args.topic, sample_every=0.0)
-    try:
-        snap = _sampled(obs.poll_once, args.samples, spacing_s=1.0)
-    finally:
-        obs.stop()
-    if snap.error:
-        raise UserError(snap.error)
+    snap = _sampled(obs.poll_once, obs.stop, args.samples, spacing_s=1.0)
     if args.json:
         sys.stdout.write(SNAPSHOT_JSON.dump_json(snap, indent=2).decode() + "\n")
         return 0
@@ -83,14 +78,31 @@ def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sampled(poll, samples: int, spacing_s: float):
-    """The last of `samples` polls `spacing_s` apart: rates and health need a window."""
+class _Reading(Protocol):
+    """A snapshot or an overview: what a command polls, with the reason it failed."""
+
+    @property
+    def error(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=_Reading)
+
+
+def _sampled(poll: Callable[[], R], stop: Callable[[], None], samples: int,
+             spacing_s: float) -> R:
+    """The last of `samples` polls `spacing_s` apart (rates and health need a window), then
+    `stop` of what polled; a reading that failed is the command's one-line error."""
     import time
 
-    result = poll()
-    for _ in range(samples - 1):
-        time.sleep(spacing_s)  # spacing polls is the point here, not synchronisation
+    try:
         result = poll()
+        for _ in range(samples - 1):
+            time.sleep(spacing_s)  # spacing polls is the point here, not synchronisation
+            result = poll()
+    finally:
+        stop()
+    if result.error:
+        raise UserError(result.error)
     return result
 
 
@@ -146,12 +158,7 @@ def _groups(args: argparse.Namespace) -> int:
     from backend.observer.overview import OverviewWatcher
 
     watcher = OverviewWatcher(cluster_settings(args))
-    try:
-        overview = _sampled(watcher.refresh_once, args.samples, spacing_s=2.0)
-    finally:
-        watcher.stop()
-    if overview.error:
-        raise UserError(overview.error)
+    overview = _sampled(watcher.refresh_once, watcher.stop, args.samples, spacing_s=2.0)
     if args.json:
         sys.stdout.write(GROUP_ROWS_JSON.dump_json(overview.rows, indent=2).decode() + "\n")
         return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -54,22 +55,35 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def parse_group_record(key: bytes | None, value: bytes | None) -> tuple[str, int | None] | None:
-    """(group id, generation or epoch; None for a tombstone) for a group metadata record,
-    None for every other record type (offset commits, members, assignments...)."""
+def _group_record(key: bytes | None, value: bytes | None, kinds: tuple[int, ...],
+                  read: Callable[[int, bytes], int]) -> tuple[str, int | None] | None:
+    """(group id, what `read` makes of the record type and value; None for a tombstone) for
+    a record whose key is one of `kinds`, each of which starts with the group id; None for
+    every other record type."""
     if not key or len(key) < 4:
         return None
     (kind,) = struct.unpack_from(">h", key, 0)
-    if kind not in (CLASSIC_GROUP_KEY, CONSUMER_GROUP_KEY):
+    if kind not in kinds:
         return None
     (glen,) = struct.unpack_from(">h", key, 2)
     group = key[4:4 + glen].decode("utf-8", "replace")
     if value is None:
         return group, None
+    return group, read(kind, value)
+
+
+def parse_group_record(key: bytes | None, value: bytes | None) -> tuple[str, int | None] | None:
+    """(group id, generation or epoch; None for a tombstone) for a group metadata record,
+    None for every other record type (offset commits, members, assignments...)."""
+    return _group_record(key, value, (CLASSIC_GROUP_KEY, CONSUMER_GROUP_KEY), _generation)
+
+
+def _generation(kind: int, value: bytes) -> int:
+    """The generation (classic) or group epoch (KIP-848) in a group metadata value."""
     (version,) = struct.unpack_from(">h", value, 0)
     if kind == CONSUMER_GROUP_KEY:
         (epoch,) = struct.unpack_from(">i", value, 2)  # Epoch is the first field
-        return group, epoch
+        return epoch
     pos = 2  # classic: ProtocolType string, then Generation int32
     if version >= 4:  # flexible: compact string (length + 1)
         n, pos = _uvarint(value, pos)
@@ -78,7 +92,7 @@ def parse_group_record(key: bytes | None, value: bytes | None) -> tuple[str, int
         (n,) = struct.unpack_from(">h", value, pos)
         pos += 2 + max(0, n)
     (generation,) = struct.unpack_from(">i", value, pos)
-    return group, generation
+    return generation
 
 
 def parse_target_epoch(key: bytes | None, value: bytes | None) -> tuple[str, int | None] | None:
@@ -90,17 +104,8 @@ def parse_target_epoch(key: bytes | None, value: bytes | None) -> tuple[str, int
     the assignor has not yet run for the latest change. Its value is AssignmentEpoch (int32),
     first after the version, as the group epoch is in record type 3.
     """
-    if not key or len(key) < 4:
-        return None
-    (kind,) = struct.unpack_from(">h", key, 0)
-    if kind != TARGET_ASSIGNMENT_KEY:
-        return None
-    (glen,) = struct.unpack_from(">h", key, 2)
-    group = key[4:4 + glen].decode("utf-8", "replace")
-    if value is None:
-        return group, None
-    (epoch,) = struct.unpack_from(">i", value, 2)
-    return group, epoch
+    return _group_record(key, value, (TARGET_ASSIGNMENT_KEY,),
+                         lambda _, value: struct.unpack_from(">i", value, 2)[0])
 
 
 class GenerationTail:

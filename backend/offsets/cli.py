@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from backend.cli_common import UserError, add_cluster_args
+from backend.cli_common import UserError, add_command
 from backend.offsets.plan import (
     TP,
     Extent,
@@ -54,16 +54,17 @@ EXIT_REFUSED = 2  # nothing changed (also what main() returns for a UserError)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "offsets", help="reset or delete a consumer group's committed offsets (preview first)",
+    p = add_command(
+        sub, "offsets", None,
+        help="reset or delete a consumer group's committed offsets (preview first)",
         description="Move a consumer group's committed offsets (reset) or delete them. "
                     "Without --execute only a preview is printed and nothing changes: per "
                     "partition the committed and new offset, the log's start and end, and "
                     "how many records the change replays or skips.")
     verbs = p.add_subparsers(dest="verb", metavar="ACTION")
 
-    reset = verbs.add_parser(
-        "reset", help="move committed offsets to a target",
+    reset = add_command(
+        verbs, "reset", _reset, cluster=True, help="move committed offsets to a target",
         description="Reset a group's committed offsets to exactly one target. Offsets are "
                     "clamped into [log start, log end], as Kafka does, and the preview says "
                     "so. --execute applies the previewed offsets to an Empty group.")
@@ -80,20 +81,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="offset N in every chosen partition (clamped into the log)")
     target.add_argument("--shift-by", metavar="N", type=_integer,
                         help="N from the committed offset; negative moves back (replays)")
-    reset.set_defaults(func=_reset)
 
-    delete = verbs.add_parser(
-        "delete", help="delete the committed offsets of a topic",
+    delete = add_command(
+        verbs, "delete", _delete, cluster=True, help="delete the committed offsets of a topic",
         description="Delete a group's committed offsets for a topic (KIP-496 OffsetDelete): "
                     "its next consumer then starts where its auto.offset.reset says. "
                     "--execute applies it to an Empty group.")
     _common(delete, topic_required=True)
-    delete.set_defaults(func=_delete)
     p.set_defaults(func=lambda args: _no_verb(p))
 
 
 def _common(p: argparse.ArgumentParser, topic_required: bool = False) -> None:
-    add_cluster_args(p)
     p.add_argument("--group", required=True, help="the consumer group")
     p.add_argument("--topic", action="append", default=[], metavar="T[:P,P]",
                    required=topic_required,

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from backend.cli_common import UserError, add_cluster_args, positive
+from backend.cli_common import UserError, add_cluster_args, add_command, positive
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
 from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 from backend.errors import one_line
@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # pyspark and pyarrow load only when a replica really runs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "replica", help="run one PySpark consumer replica of the group",
+    p = add_command(
+        sub, "replica", _replica, help="run one PySpark consumer replica of the group",
         description="Join the consumer group, summarise every stream with Spark in "
                     "micro-batches, keep per-stream summaries in a compacted changelog, and "
                     "publish telemetry events. SIGTERM stops gracefully.")
@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "({\"argv\": [the replica's arguments], \"log\": file}) and run as "
                         "that replica; the supervisor keeps one, so a started replica is "
                         "useful in about a second")
-    add_cluster_args(p)
-    p.set_defaults(func=_replica, parser=p)
+    add_cluster_args(p)  # after the replica's own options in its --help
+    p.set_defaults(parser=p)
 
 
 def _standby(args: argparse.Namespace) -> int:

@@ -7,17 +7,16 @@ import os
 import sys
 from pathlib import Path
 
-from backend.cli_common import add_cluster_args, positive
+from backend.cli_common import add_command, positive
 from backend.exporter.options import DEFAULT_ADDRESS, tcp_port
 from backend.paths import data_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("up", help="start broker, Spark, backend and dashboard; Ctrl-C stops all",
-                       description="Start every Procfile process in order, wait for each to "
-                                   "be ready, print the dashboard URL; Ctrl-C stops all of it.")
-    p.set_defaults(func=_up)
-    add_cluster_args(p)
+    p = add_command(sub, "up", _up, cluster=True,
+                    help="start broker, Spark, backend and dashboard; Ctrl-C stops all",
+                    description="Start every Procfile process in order, wait for each to "
+                                "be ready, print the dashboard URL; Ctrl-C stops all of it.")
     p.add_argument("--spark-remote", help="external Spark Connect URL (env SPARK_REMOTE)")
     p.add_argument("--room", action="store_true",
                    help="a workshop room: open the broker, Spark (with a token) and the "
@@ -34,10 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run Spark as a standalone master with N workers behind the Connect "
                         "server (default 0: local[*]; env GROUPSCOPE_SPARK_WORKERS)")
 
-    p = sub.add_parser("broker", help="run the embedded Kafka broker(s) in the foreground",
-                       description="Run Apache Kafka (KRaft) until Ctrl-C/SIGTERM: one node, or "
-                                   "a cluster of N with --brokers. Skipped when an external "
-                                   "cluster is configured.")
+    p = add_command(sub, "broker", _broker,
+                    help="run the embedded Kafka broker(s) in the foreground",
+                    description="Run Apache Kafka (KRaft) until Ctrl-C/SIGTERM: one node, or "
+                                "a cluster of N with --brokers. Skipped when an external "
+                                "cluster is configured.")
     p.add_argument("--port", type=int, default=None, help="listener port (default 9092, "
                    "env GROUPSCOPE_KAFKA_PORT); with --brokers, node 1's, the others take "
                    "free ports")
@@ -47,29 +47,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", type=Path, default=None,
                    help="storage directory (default .groupscope/broker; node-<id>/ in it per "
                         "node of a cluster)")
-    p.set_defaults(func=_broker)
 
-    p = sub.add_parser("spark", help="run the embedded Spark Connect server in the foreground",
-                       description="Run a Spark Connect server (local[*], or the driver of a "
-                                   "standalone master and N workers with --workers) until "
-                                   "Ctrl-C/SIGTERM. Skipped when SPARK_REMOTE points elsewhere.")
+    p = add_command(sub, "spark", _spark,
+                    help="run the embedded Spark Connect server in the foreground",
+                    description="Run a Spark Connect server (local[*], or the driver of a "
+                                "standalone master and N workers with --workers) until "
+                                "Ctrl-C/SIGTERM. Skipped when SPARK_REMOTE points elsewhere.")
     p.add_argument("--port", type=int, default=None,
                    help="gRPC port (default 15002, env GROUPSCOPE_SPARK_PORT)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="run on a standalone master with N workers, one executor each "
                         "(default 0: local[*]; env GROUPSCOPE_SPARK_WORKERS)")
-    p.set_defaults(func=_spark)
 
-    p = sub.add_parser("web", help="serve the dashboard (streamlit)",
-                       description="Serve the Streamlit dashboard on GROUPSCOPE_WEB_PORT.")
+    p = add_command(sub, "web", _web, help="serve the dashboard (streamlit)",
+                    description="Serve the Streamlit dashboard on GROUPSCOPE_WEB_PORT.")
     p.add_argument("--port", type=int, default=None, help="HTTP port (default 8501)")
-    p.set_defaults(func=_web)
 
-    p = sub.add_parser("watch", help="watch any consumer group read-only in the browser",
-                       description="Serve the dashboard for an existing cluster, opening the "
-                                   "Watch page with every control hidden. Nothing is joined, "
-                                   "committed or changed on the cluster.")
-    add_cluster_args(p)
+    p = add_command(sub, "watch", _watch, cluster=True,
+                    help="watch any consumer group read-only in the browser",
+                    description="Serve the dashboard for an existing cluster, opening the "
+                                "Watch page with every control hidden. Nothing is joined, "
+                                "committed or changed on the cluster.")
     p.add_argument("--group", help="consumer group to open (default: pick on the page)")
     p.add_argument("--port", type=int, default=None,
                    help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
@@ -84,14 +82,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alerts", metavar="FILE",
                    help="evaluate these alert rules (TOML) from the start, with or without "
                         "a browser open")
-    p.set_defaults(func=_watch)
 
-    p = sub.add_parser("soak", help="run the stack, kill replicas on a timer, check for leaks",
-                       description="Start `groupscope up` on a temporary data dir and free "
-                                   "ports, kill a replica every K s through the control API, "
-                                   "sample RSS, fds, threads and zombies of every process, "
-                                   "stop the stack and check nothing is left. Exit code 1 "
-                                   "when a check fails.")
+    p = add_command(sub, "soak", _soak,
+                    help="run the stack, kill replicas on a timer, check for leaks",
+                    description="Start `groupscope up` on a temporary data dir and free "
+                                "ports, kill a replica every K s through the control API, "
+                                "sample RSS, fds, threads and zombies of every process, "
+                                "stop the stack and check nothing is left. Exit code 1 "
+                                "when a check fails.")
     p.add_argument("--duration", type=positive(float), default=120.0, metavar="S",
                    help="seconds to run once the stack is up (default 120)")
     p.add_argument("--kill-every", type=positive(float), default=20.0, metavar="K",
@@ -100,7 +98,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds between samples (default 2)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
                    help="also write the result as JSON")
-    p.set_defaults(func=_soak)
 
 
 def _soak(args: argparse.Namespace) -> int:

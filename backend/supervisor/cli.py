@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from backend.cli_common import add_cluster_args, positive
+from backend.cli_common import add_command, positive
 from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC
 from backend.contracts.control import (
     BROKER_ACTIONS,
@@ -40,12 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
     assignors = list(ALL_ASSIGNORS)
-    p = sub.add_parser(
-        "backend", help="run the supervisor: replicas, fleet simulator, control API",
+    p = add_command(
+        sub, "backend", _backend, cluster=True,
+        help="run the supervisor: replicas, fleet simulator, control API",
         description="Ensure the topics, run the fleet simulator, start replicas as child "
                     "processes and serve the control API on 127.0.0.1 (endpoint and token in "
                     "<data dir>/control.json and control.token). SIGTERM stops it all.")
-    add_cluster_args(p)
     p.add_argument("--spark-remote", help="Spark Connect URL for the replicas (env SPARK_REMOTE)")
     p.add_argument("--group", default=DEFAULT_GROUP)
     p.add_argument("--topic", default=INPUT_TOPIC)
@@ -81,10 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--replica-command")
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for Kafka to answer at start-up (default 120)")
-    p.set_defaults(func=_backend)
 
-    ctl = sub.add_parser(
-        "ctl", help="control the running supervisor: status, start, kill, stop, scale, ...",
+    ctl = add_command(
+        sub, "ctl", _ctl,
+        help="control the running supervisor: status, start, kill, stop, scale, ...",
         description="Talk to `groupscope backend` through its control API.")
     ctl.add_argument("--data-dir", type=Path, default=None,
                      help="the supervisor's data directory (default: env GROUPSCOPE_DATA, "
@@ -131,7 +131,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = act("broker", "kill (SIGKILL), stop (SIGTERM) or start one Kafka node of the stack")
     b.add_argument("broker_action", choices=list(BROKER_ACTIONS))
     b.add_argument("node", metavar="ID")
-    ctl.set_defaults(func=_ctl)
 
 
 # ---- backend --------------------------------------------------------------------------------

@@ -82,6 +82,18 @@ kind = "empty_lag"
                                         "rebalances rule #3", "empty_lag rule #4"]
 
 
+REQUIRED = {"lag_seconds": "above = 1", "lag_messages": "above = 1", "rebalances": "more_than = 1"}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_kind_without_for_takes_its_default_and_a_given_for_wins(kind: str) -> None:
+    table = f'[[rule]]\nkind = "{kind}"\n{REQUIRED.get(kind, "")}\n'
+    (default,) = parse_rules(table).rules
+    assert default.for_ms == parse_duration(DEFAULT_FOR[kind])
+    (given,) = parse_rules(table + 'for = "90s"\n').rules
+    assert given.for_ms == 90_000
+
+
 def test_no_sink_means_the_log() -> None:
     assert parse_rules('[[rule]]\nkind = "health"\n').sinks == (LogSinkConfig(type="log"),)
 

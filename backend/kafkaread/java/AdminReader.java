@@ -11,6 +11,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -19,6 +20,8 @@ import java.util.function.BiConsumer;
 import java.util.function.Function;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ClassicGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeClassicGroupsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
@@ -38,15 +41,14 @@ import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListStreamsGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.MemberAssignment;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.OffsetSpec;
-import org.apache.kafka.clients.admin.ShareMemberDescription;
-import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.StreamsGroupMemberAssignment;
-import org.apache.kafka.clients.admin.StreamsGroupMemberDescription;
+import org.apache.kafka.clients.admin.StreamsGroupDescription;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -130,8 +132,7 @@ public final class AdminReader {
 
     /** The brokers that answer, the controller and the cluster id. */
     public String cluster(int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
+        return answer(timeoutMs, end -> {
             DescribeClusterResult r = admin.describeCluster(
                     new DescribeClusterOptions().timeoutMs(nodeWait(timeoutMs)));
             Collection<Node> nodes = get(r.nodes(), end);
@@ -144,9 +145,7 @@ public final class AdminReader {
                 j.openList().num(n.id()).str(n.host()).num(n.port()).str(n.rack()).closeList();
             }
             return j.closeList().close().toString();
-        } catch (Exception e) {
-            return failure(e);
-        }
+        });
     }
 
     /**
@@ -155,8 +154,7 @@ public final class AdminReader {
      * described is an error of its own.
      */
     public String topics(String names, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
+        return answer(timeoutMs, end -> {
             Collection<String> wanted = split(names);
             if (wanted.isEmpty()) {
                 wanted = get(admin.listTopics(new ListTopicsOptions().listInternal(true).timeoutMs(nodeWait(timeoutMs))).names(), end);
@@ -183,17 +181,14 @@ public final class AdminReader {
             }
             j.close().key("errors").raw(errors.close().toString());
             return j.close().toString();
-        } catch (Exception e) {
-            return failure(e);
-        }
+        });
     }
 
     // ---- groups ------------------------------------------------------------------------
 
     /** Every group of every type: [id, type, protocol, state]. */
     public String listGroups(int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
+        return answer(timeoutMs, end -> {
             ListGroupsResult r = admin.listGroups(new ListGroupsOptions().timeoutMs(nodeWait(timeoutMs)));
             Collection<GroupListing> all = get(r.valid(), end);
             Json j = new Json().open().key("groups").openList();
@@ -209,38 +204,17 @@ public final class AdminReader {
                 j.str(line(t));
             }
             return j.closeList().close().toString();
-        } catch (Exception e) {
-            return failure(e);
-        }
+        });
     }
 
     /** Classic and consumer (KIP-848) groups, many per request. */
     public String describeConsumerGroups(String ids, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
-            return perGroup(admin.describeConsumerGroups(split(ids),
-                    new DescribeConsumerGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
-                    end, (j, d) -> {
-                        group(j, d.type().toString().toLowerCase(), d.groupState(), d.partitionAssignor(),
-                                d.groupEpoch().orElse(null), d.targetAssignmentEpoch().orElse(null));
-                        for (MemberDescription m : d.members()) {
-                            member(j, m.consumerId(), m.clientId(), m.host(), m.memberEpoch().orElse(null))
-                                    .key("instance_id").str(m.groupInstanceId().orElse(null))
-                                    .key("assignment");
-                            partitions(j, m.assignment().topicPartitions());
-                            j.key("target");
-                            if (m.targetAssignment().isPresent()) {
-                                partitions(j, m.targetAssignment().get().topicPartitions());
-                            } else {
-                                j.raw("null");
-                            }
-                            j.close();
-                        }
-                        j.closeList();
-                    });
-        } catch (Exception e) {
-            return failure(e);
-        }
+        return answer(timeoutMs, end -> describe(admin.describeConsumerGroups(split(ids),
+                new DescribeConsumerGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(), end,
+                (j, d) -> group(j, d.type().toString().toLowerCase(), d.groupState(), d.partitionAssignor(),
+                        d.groupEpoch().orElse(null), d.targetAssignmentEpoch().orElse(null)),
+                ConsumerGroupDescription::members,
+                (j, m) -> consumerMember(j, m, m.memberEpoch().orElse(null), m.targetAssignment())));
     }
 
     /**
@@ -248,84 +222,90 @@ public final class AdminReader {
      * group with the newer API first and retries after its refusal.
      */
     public String describeClassicGroups(String ids, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
-            return perGroup(admin.describeClassicGroups(split(ids),
-                    new DescribeClassicGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
-                    end, (j, d) -> {
-                        j.key("type").str("classic").key("state").str(d.state().toString())
-                                .key("assignor").str(d.protocolData()).key("epoch").num(null)
-                                .key("target_epoch").num(null).key("members").openList();
-                        for (MemberDescription m : d.members()) {
-                            member(j, m.consumerId(), m.clientId(), m.host(), null)
-                                    .key("instance_id").str(m.groupInstanceId().orElse(null))
-                                    .key("assignment");
-                            partitions(j, m.assignment().topicPartitions());
-                            j.key("target").raw("null").close();
-                        }
-                        j.closeList();
-                    });
-        } catch (Exception e) {
-            return failure(e);
-        }
+        return answer(timeoutMs, end -> describe(admin.describeClassicGroups(split(ids),
+                new DescribeClassicGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(), end,
+                (j, d) -> group(j, "classic", d.state(), d.protocolData(), null, null),
+                ClassicGroupDescription::members,
+                (j, m) -> consumerMember(j, m, null, Optional.empty())));
     }
 
     /** Share groups (KIP-932): members and the partitions each is assigned, shared or not. */
     public String describeShareGroups(String ids, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
-            return perGroup(admin.describeShareGroups(split(ids),
-                    new DescribeShareGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
-                    end, (j, d) -> {
-                        group(j, "share", d.groupState(), "simple", d.groupEpoch(), d.targetAssignmentEpoch());
-                        for (ShareMemberDescription m : d.members()) {
-                            member(j, m.consumerId(), m.clientId(), m.host(), m.memberEpoch()).key("assignment");
-                            partitions(j, m.assignment().topicPartitions());
-                            j.close();
-                        }
-                        j.closeList();
-                    });
-        } catch (Exception e) {
-            return failure(e);
-        }
+        return answer(timeoutMs, end -> describe(admin.describeShareGroups(split(ids),
+                new DescribeShareGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(), end,
+                (j, d) -> group(j, "share", d.groupState(), "simple", d.groupEpoch(), d.targetAssignmentEpoch()),
+                ShareGroupDescription::members,
+                (j, m) -> {
+                    member(j, m.consumerId(), m.clientId(), m.host(), m.memberEpoch()).key("assignment");
+                    partitions(j, m.assignment().topicPartitions());
+                }));
     }
 
     /** Streams groups (KIP-1071): members with their active, standby and warm-up tasks. */
     public String describeStreamsGroups(String ids, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
-            return perGroup(admin.describeStreamsGroups(split(ids),
-                    new DescribeStreamsGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(),
-                    end, (j, d) -> {
-                        group(j, "streams", d.groupState(), null, d.groupEpoch(), d.targetAssignmentEpoch());
-                        for (StreamsGroupMemberDescription m : d.members()) {
-                            member(j, m.memberId(), m.clientId(), m.clientHost(), m.memberEpoch())
-                                    .key("instance_id").str(m.instanceId().orElse(null))
-                                    .key("process_id").str(m.processId());
-                            StreamsGroupMemberAssignment a = m.assignment();
-                            tasks(j.key("active"), a.activeTasks());
-                            tasks(j.key("standby"), a.standbyTasks());
-                            tasks(j.key("warmup"), a.warmupTasks());
-                            j.close();
-                        }
-                        j.closeList();
-                    });
-        } catch (Exception e) {
-            return failure(e);
-        }
+        return answer(timeoutMs, end -> describe(admin.describeStreamsGroups(split(ids),
+                new DescribeStreamsGroupsOptions().timeoutMs(nodeWait(timeoutMs))).describedGroups(), end,
+                (j, d) -> group(j, "streams", d.groupState(), null, d.groupEpoch(), d.targetAssignmentEpoch()),
+                StreamsGroupDescription::members,
+                (j, m) -> {
+                    member(j, m.memberId(), m.clientId(), m.clientHost(), m.memberEpoch())
+                            .key("instance_id").str(m.instanceId().orElse(null))
+                            .key("process_id").str(m.processId());
+                    StreamsGroupMemberAssignment a = m.assignment();
+                    tasks(j.key("active"), a.activeTasks());
+                    tasks(j.key("standby"), a.standbyTasks());
+                    tasks(j.key("warmup"), a.warmupTasks());
+                }));
     }
 
-    /** What every group type's description starts with; its member list is left open. */
-    private static void group(Json j, String type, GroupState state, String assignor, Integer epoch,
+    /**
+     * One describe answer, whatever the group type: per group what `group` writes of it,
+     * then "members", one object each that `member` opens and fills. Each type differs only
+     * in those two, so the answers keep one layout for the Python side to read.
+     */
+    private static <D, M> String describe(Map<String, KafkaFuture<D>> futures, long end,
+                                          BiConsumer<Json, D> group, Function<D, Collection<M>> members,
+                                          BiConsumer<Json, M> member) {
+        return perGroup(futures, end, (j, d) -> {
+            group.accept(j, d);
+            j.key("members").openList();
+            for (M m : members.apply(d)) {
+                member.accept(j, m);
+                j.close();
+            }
+            j.closeList();
+        });
+    }
+
+    /** What every group type's description starts with: its keys before "members". */
+    private static void group(Json j, String type, Enum<?> state, String assignor, Integer epoch,
                               Integer targetEpoch) {
         j.key("type").str(type).key("state").str(state.toString()).key("assignor").str(assignor)
-                .key("epoch").num(epoch).key("target_epoch").num(targetEpoch).key("members").openList();
+                .key("epoch").num(epoch).key("target_epoch").num(targetEpoch);
     }
 
     /** What every member starts with; the member's object is left open. */
     private static Json member(Json j, String id, String clientId, String host, Integer epoch) {
         return j.open().key("id").str(id).key("client_id").str(clientId).key("host").str(host)
                 .key("epoch").num(epoch);
+    }
+
+    /**
+     * A classic or consumer group's member. The classic API knows neither a member's epoch
+     * nor its target assignment, so describeClassicGroups passes null and empty for them.
+     */
+    private static void consumerMember(Json j, MemberDescription m, Integer epoch,
+                                       Optional<MemberAssignment> target) {
+        member(j, m.consumerId(), m.clientId(), m.host(), epoch)
+                .key("instance_id").str(m.groupInstanceId().orElse(null))
+                .key("assignment");
+        partitions(j, m.assignment().topicPartitions());
+        j.key("target");
+        if (target.isPresent()) {
+            partitions(j, target.get().topicPartitions());
+        } else {
+            j.raw("null");
+        }
     }
 
     /** One answer per group: what `write` says of its value, or the error it failed with. */
@@ -353,38 +333,36 @@ public final class AdminReader {
      * the broker reports (KIP-1226), for the others the lag is left to the caller.
      */
     public String committedOffsets(String ids, String type, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
+        return answer(timeoutMs, end -> {
             List<String> groups = split(ids);
             if (type.equals("share")) {
-                Map<String, ListShareGroupOffsetsSpec> specs = new LinkedHashMap<>();
-                groups.forEach(g -> specs.put(g, new ListShareGroupOffsetsSpec()));
-                var result = admin.listShareGroupOffsets(specs,
+                var result = admin.listShareGroupOffsets(each(groups, g -> new ListShareGroupOffsetsSpec()),
                         new ListShareGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-                Map<String, KafkaFuture<Map<TopicPartition, SharePartitionOffsetInfo>>> futures =
-                        new LinkedHashMap<>();
-                groups.forEach(g -> futures.put(g, result.partitionsToOffsetInfo(g)));
-                return perGroup(futures, end, (j, m) -> offsets(j, m, info -> info.startOffset(),
-                        info -> info.lag().orElse(null)));
+                return perGroup(each(groups, result::partitionsToOffsetInfo), end,
+                        (j, m) -> offsets(j, m, info -> info.startOffset(), info -> info.lag().orElse(null)));
             }
-            Map<String, KafkaFuture<Map<TopicPartition, OffsetAndMetadata>>> futures = new LinkedHashMap<>();
+            Map<String, KafkaFuture<Map<TopicPartition, OffsetAndMetadata>>> futures;
             if (type.equals("streams")) {
-                Map<String, ListStreamsGroupOffsetsSpec> specs = new LinkedHashMap<>();
-                groups.forEach(g -> specs.put(g, new ListStreamsGroupOffsetsSpec()));
-                var result = admin.listStreamsGroupOffsets(specs,
+                var result = admin.listStreamsGroupOffsets(each(groups, g -> new ListStreamsGroupOffsetsSpec()),
                         new ListStreamsGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-                groups.forEach(g -> futures.put(g, result.partitionsToOffsetAndMetadata(g)));
+                futures = each(groups, result::partitionsToOffsetAndMetadata);
             } else {
-                Map<String, ListConsumerGroupOffsetsSpec> specs = new LinkedHashMap<>();
-                groups.forEach(g -> specs.put(g, new ListConsumerGroupOffsetsSpec()));
-                var result = admin.listConsumerGroupOffsets(specs,
+                var result = admin.listConsumerGroupOffsets(each(groups, g -> new ListConsumerGroupOffsetsSpec()),
                         new ListConsumerGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-                groups.forEach(g -> futures.put(g, result.partitionsToOffsetAndMetadata(g)));
+                futures = each(groups, result::partitionsToOffsetAndMetadata);
             }
             return perGroup(futures, end, (j, m) -> offsets(j, m, OffsetAndMetadata::offset, o -> null));
-        } catch (Exception e) {
-            return failure(e);
-        }
+        });
+    }
+
+    /**
+     * Each of `groups` with what `of` gives it, in the groups' order: the specs a group-offsets
+     * call asks with, then the futures its result answers with.
+     */
+    private static <V> Map<String, V> each(List<String> groups, Function<String, V> of) {
+        Map<String, V> out = new LinkedHashMap<>();
+        groups.forEach(g -> out.put(g, of.apply(g)));
+        return out;
     }
 
     /** "offsets": [[topic, partition, offset, lag or null]] of one group's answer. */
@@ -407,8 +385,7 @@ public final class AdminReader {
      * per-partition error list (a leaderless partition, say).
      */
     public String listOffsets(String request, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
+        return answer(timeoutMs, end -> {
             List<String> parts = split(request);
             Map<TopicPartition, OffsetSpec> specs = new HashMap<>();
             for (int i = 0; i + 2 < parts.size(); i += 3) {
@@ -420,22 +397,11 @@ public final class AdminReader {
             }
             ListOffsetsResult r = admin.listOffsets(specs,
                     new ListOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
-            Json j = new Json().open().key("offsets").openList();
-            Json errors = new Json().openList();
-            for (TopicPartition tp : specs.keySet()) {
-                try {
-                    ListOffsetsResult.ListOffsetsResultInfo info = get(r.partitionResult(tp), end);
-                    j.openList().str(tp.topic()).num(tp.partition()).num(info.offset())
-                            .num(info.timestamp()).closeList();
-                } catch (Exception ex) {
-                    errors.openList().str(tp.topic()).num(tp.partition()).str(line(ex)).closeList();
-                }
-            }
-            j.closeList().key("errors").raw(errors.closeList().toString());
-            return j.close().toString();
-        } catch (Exception e) {
-            return failure(e);
-        }
+            return perPartition(specs.keySet(), tp -> {
+                ListOffsetsResult.ListOffsetsResultInfo info = get(r.partitionResult(tp), end);
+                return new long[] {info.offset(), info.timestamp()};
+            });
+        });
     }
 
     /**
@@ -445,8 +411,7 @@ public final class AdminReader {
      * whole deadline.
      */
     public String logOffsets(String request, int timeoutMs) {
-        try {
-            long end = deadline(timeoutMs);
+        return answer(timeoutMs, end -> {
             List<String> parts = split(request);
             Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
             Map<TopicPartition, OffsetSpec> earliest = new HashMap<>();
@@ -458,25 +423,60 @@ public final class AdminReader {
             ListOffsetsOptions options = new ListOffsetsOptions().timeoutMs(nodeWait(timeoutMs));
             ListOffsetsResult ends = admin.listOffsets(latest, options);
             ListOffsetsResult starts = admin.listOffsets(earliest, options);
-            Json j = new Json().open().key("offsets").openList();
-            Json errors = new Json().openList();
-            for (TopicPartition tp : latest.keySet()) {
-                try {
-                    long e = get(ends.partitionResult(tp), end).offset();
-                    long s = get(starts.partitionResult(tp), end).offset();
-                    j.openList().str(tp.topic()).num(tp.partition()).num(e).num(s).closeList();
-                } catch (Exception ex) {
-                    errors.openList().str(tp.topic()).num(tp.partition()).str(line(ex)).closeList();
+            return perPartition(latest.keySet(), tp -> new long[] {
+                    get(ends.partitionResult(tp), end).offset(), get(starts.partitionResult(tp), end).offset()});
+        });
+    }
+
+    /** What one partition's row carries after its topic and partition (may throw its error). */
+    @FunctionalInterface
+    private interface PartitionRow {
+        long[] read(TopicPartition tp) throws Exception;
+    }
+
+    /**
+     * {"offsets": [[topic, partition, ...what `row` reads]], "errors": [[topic, partition,
+     * error]]}: a partition that fails (a leaderless one, say) leaves its siblings' rows.
+     * A row is read whole before it is written, so a failure leaves no half row behind.
+     */
+    private static String perPartition(Collection<TopicPartition> tps, PartitionRow row) {
+        Json j = new Json().open().key("offsets").openList();
+        Json errors = new Json().openList();
+        for (TopicPartition tp : tps) {
+            try {
+                long[] values = row.read(tp);
+                j.openList().str(tp.topic()).num(tp.partition());
+                for (long v : values) {
+                    j.num(v);
                 }
+                j.closeList();
+            } catch (Exception ex) {
+                errors.openList().str(tp.topic()).num(tp.partition()).str(line(ex)).closeList();
             }
-            j.closeList().key("errors").raw(errors.closeList().toString());
-            return j.close().toString();
+        }
+        j.closeList().key("errors").raw(errors.closeList().toString());
+        return j.close().toString();
+    }
+
+    // ---- helpers -----------------------------------------------------------------------
+
+    /** A public method's work: its JSON answer, given the call's deadline `end`. */
+    @FunctionalInterface
+    private interface Work {
+        String answer(long end) throws Exception;
+    }
+
+    /**
+     * What `work` answers within `timeoutMs`, or {"error": ...} when the whole call fails:
+     * every public method answers so, and a failure never crosses the bridge as an exception.
+     */
+    private static String answer(int timeoutMs, Work work) {
+        try {
+            return work.answer(deadline(timeoutMs));
         } catch (Exception e) {
             return failure(e);
         }
     }
-
-    // ---- helpers -----------------------------------------------------------------------
 
     private static int nodeWait(int timeoutMs) {
         return Math.min(timeoutMs, NODE_WAIT_MS);
@@ -567,27 +567,32 @@ public final class AdminReader {
         }
 
         Json open() {
-            sep();
-            b.append('{');
-            first = true;
-            return this;
+            return start('{');
         }
 
         Json close() {
-            b.append('}');
-            first = false;
-            return this;
+            return end('}');
         }
 
         Json openList() {
+            return start('[');
+        }
+
+        Json closeList() {
+            return end(']');
+        }
+
+        /** An object or list opened where a value goes; its first member will want no comma. */
+        private Json start(char bracket) {
             sep();
-            b.append('[');
+            b.append(bracket);
             first = true;
             return this;
         }
 
-        Json closeList() {
-            b.append(']');
+        /** An object or list closed: a value, so whatever follows it wants a comma. */
+        private Json end(char bracket) {
+            b.append(bracket);
             first = false;
             return this;
         }
