@@ -6,18 +6,19 @@ import argparse
 
 from backend.cli_common import UserError, add_command, positive
 
+CHAOS_HELP = "kill, stop, start and scale replicas under load; verify nothing is lost"
+CHAOS = ("Runs real replicas on a fresh topic and group, produces telemetry, and "
+         "at random (seeded) moments kills (SIGKILL), stops, starts and scales "
+         "them. Then drains and checks every stream's summary against what was "
+         "produced. Exit code 1 when a message was lost (or, with --exactly-once, "
+         "counted twice). Needs Kafka and the Spark engine (e.g. `groupscope up`).")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 
-    p = add_command(
-        sub, "chaos", _chaos, cluster=True,
-        help="kill, stop, start and scale replicas under load; verify nothing is lost",
-        description="Runs real replicas on a fresh topic and group, produces telemetry, and "
-                    "at random (seeded) moments kills (SIGKILL), stops, starts and scales "
-                    "them. Then drains and checks every stream's summary against what was "
-                    "produced. Exit code 1 when a message was lost (or, with --exactly-once, "
-                    "counted twice). Needs Kafka and the Spark engine (e.g. `groupscope up`).")
+    p = add_command(sub, "chaos", _chaos, cluster=True, help=CHAOS_HELP,
+                    description=CHAOS)
     p.add_argument("--spark-remote", metavar="URL", help="Spark Connect URL (default: the "
                    "embedded engine, or SPARK_REMOTE)")
     p.add_argument("--duration", type=positive(float), default=60.0, metavar="S",

@@ -13,14 +13,15 @@ from backend.exporter.options import (
     tcp_port,
 )
 
+EXPORTER_HELP = "serve Prometheus /metrics for every consumer group (read-only)"
+EXPORTER = ("Watch every consumer group of a cluster read-only and serve their lag, "
+            "health, members and rebalances as Prometheus metrics, optionally with "
+            "alert rules. Nothing is joined, committed or changed on the cluster.")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "exporter", _exporter, cluster=True,
-        help="serve Prometheus /metrics for every consumer group (read-only)",
-        description="Watch every consumer group of a cluster read-only and serve their lag, "
-                    "health, members and rebalances as Prometheus metrics, optionally with "
-                    "alert rules. Nothing is joined, committed or changed on the cluster.")
+    p = add_command(sub, "exporter", _exporter, cluster=True, help=EXPORTER_HELP,
+                    description=EXPORTER)
     p.add_argument("--port", type=tcp_port, default=DEFAULT_PORT,
                    help=f"HTTP port of /metrics (default {DEFAULT_PORT})")
     p.add_argument("--address", default=DEFAULT_ADDRESS,

@@ -31,6 +31,12 @@ ENV_REPLICA_COMMAND = "GROUPSCOPE_REPLICA_COMMAND"
 ENV_CONTROL_PORT = "GROUPSCOPE_CONTROL_PORT"
 
 
+BACKEND_HELP = "run the supervisor: replicas, fleet simulator, control API"
+BACKEND = ("Ensure the topics, run the fleet simulator, start replicas as child "
+           "processes and serve the control API on 127.0.0.1 (endpoint and token in "
+           "<data dir>/control.json and control.token). SIGTERM stops it all.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from backend.contracts.control import (
         ALL_ASSIGNORS,
@@ -40,12 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
     assignors = list(ALL_ASSIGNORS)
-    p = add_command(
-        sub, "backend", _backend, cluster=True,
-        help="run the supervisor: replicas, fleet simulator, control API",
-        description="Ensure the topics, run the fleet simulator, start replicas as child "
-                    "processes and serve the control API on 127.0.0.1 (endpoint and token in "
-                    "<data dir>/control.json and control.token). SIGTERM stops it all.")
+    p = add_command(sub, "backend", _backend, cluster=True, help=BACKEND_HELP,
+                    description=BACKEND)
     p.add_argument("--spark-remote", help="Spark Connect URL for the replicas (env SPARK_REMOTE)")
     p.add_argument("--group", default=DEFAULT_GROUP)
     p.add_argument("--topic", default=INPUT_TOPIC)
