@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -32,7 +32,7 @@ class ControlNotFound(RuntimeError):
 class ControlEndpoint:
     url: str
     pid: int
-    token: str
+    token: str = field(repr=False)  # never in a traceback's or a log line's repr
     data_dir: Path
     bootstrap: str | None = None  # the Kafka cluster the supervisor runs against
     kafka_config: str | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -58,7 +58,8 @@ class ControlError(RuntimeError):
 @dataclass
 class ControlClient:
     url: str
-    token: str | None = None
+    # kept out of repr: a traceback (pytest prints locals) or a log line must not show it
+    token: str | None = field(default=None, repr=False)
     timeout: float = 30.0
 
     @classmethod
