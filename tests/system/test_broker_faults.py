@@ -215,7 +215,7 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                                                    streams_app_classpath: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from backend.supervisor.client import ControlClient
+    from backend.supervisor.client import ControlClient, ControlError
     from tests.kafkaread.conftest import StreamsApps
 
     with _up_three_nodes(tmp_path) as (up, env, lines):
@@ -287,8 +287,15 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                                    what=f"node {victim}'s Start enabled")
                         start.click()
                     else:
-                        client.broker_start(victim)
-                    wait_until(alive, 90, what=f"node {victim} back")
+                        try:
+                            client.broker_start(victim)
+                        except ControlError as exc:
+                            # the start call gives up waiting after a minute; on a loaded
+                            # 2-core machine a node has taken longer to answer, which is not
+                            # what this test is about: its return is awaited below
+                            if "did not answer" not in str(exc):
+                                raise
+                    wait_until(alive, 180, what=f"node {victim} back")
                     back = time.monotonic()
                     wait_until(lambda: scraper.lists(expected), LISTED_AGAIN_S + 30,
                                interval=0.5, what=f"every group listed after node {victim}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import ensure_topics
 from backend.contracts import events_topic
@@ -26,6 +28,7 @@ def _spark_errors(log: EventLog, replica: str) -> list[dict]:
     return [e for e in log.of("error", replica) if str(e.get("error", "")).startswith("Spark:")]
 
 
+@pytest.mark.slow
 def test_replicas_pause_while_spark_is_down_and_resume_on_a_new_server(
         tmp_path: Path, kafka: KafkaSettings, unique: str, replica_fleet_factory,
         spark_factory) -> None:

@@ -142,6 +142,7 @@ def capped(kafka, spark_remote, tmp_path: Path, unique: str) -> Iterator[Backend
               ", ".join(f"{k}={v:.1f}" for k, v in TIMINGS.items()))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_adding_replicas_turns_the_lag_until_there_is_one_per_partition(capped: Backend,
                                                                         kafka) -> None:
