@@ -54,6 +54,17 @@ _py4j_log = logging.getLogger("py4j")
 _py4j_log.addHandler(logging.NullHandler())
 _py4j_log.propagate = False
 
+
+class _WithoutPy4jRootRecords(logging.Filter):
+    """py4j also logs the broken connection through the root logger itself
+    (`logging.exception` in java_gateway.py), past the "py4j" logger above: drop those."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name != "root" or "py4j" not in record.pathname
+
+
+logging.getLogger().addFilter(_WithoutPy4jRootRecords())
+
 SOURCE = Path(__file__).with_name("java") / "AdminReader.java"
 MAIN_CLASS = "groupscope.read.AdminReader"
 START_TIMEOUT_S = 20.0

@@ -197,3 +197,20 @@ def test_the_reader_calls_no_write_api() -> None:
 ])
 def test_java_errors_keep_kafkas_names(line: str, expected: str) -> None:
     assert kafka_error(line) == expected
+
+
+def test_py4j_s_root_logger_tracebacks_are_dropped_and_others_kept() -> None:
+    """A JVM killed mid-call makes py4j log a traceback through the root logger; the caller
+    already says "reconnecting to the cluster" in one line."""
+    import logging
+
+    import backend.kafkaread.gateway  # noqa: F401  installs the filter
+
+    def record(name: str, path: str) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.ERROR, path, 1, "Exception while sending command.",
+                                 None, None)
+
+    root = logging.getLogger()
+    assert not root.filter(record("root", "/venv/site-packages/py4j/java_gateway.py"))
+    assert root.filter(record("root", "/work/backend/cli.py"))
+    assert root.filter(record("groupscope.kafkaread", "/venv/site-packages/py4j/x.py"))
