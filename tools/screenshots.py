@@ -401,20 +401,35 @@ def status_shot(cam: Camera) -> None:
     n = cam.stack.brokers
     summary = f"{n} of {n} brokers up · 0 under-replicated · 0 offline partitions"
 
+    missing: list[str] = []
+
     def shown() -> bool:
         kafka, spark = cam.text(".st-key-kafka-status"), cam.text(".st-key-spark-status")
         cards = cam.page.evaluate(STATUS_BROKERS_JS) or []
-        return ("reachable" in kafka and "unreachable" not in kafka
-                and f"{n} brokers" in kafka and "answered a test query" in spark
-                and summary in cam.text(".st-key-brokers-status")
-                and len(cards) == n and all(c["state"] == "up" for c in cards)
-                # the presenter's buttons: the page reaches this stack's supervisor
-                and cam.count(".st-key-brokers-status [class*='st-key-status_brokers_kill_'] "
-                              "button:not([disabled])") == n)
+        checks = {
+            "Kafka reachable": "reachable" in kafka and "unreachable" not in kafka
+            and f"{n} brokers" in kafka,
+            "Spark answered": "answered a test query" in spark,
+            "the brokers' summary": summary in cam.text(".st-key-brokers-status"),
+            "every broker card up": len(cards) == n and all(c["state"] == "up" for c in cards),
+            # the presenter's buttons: the page reaches this stack's supervisor
+            # Streamlit may keep a stale copy of an element while it redraws: at least n
+            "a Kill button per broker": cam.count(
+                "[class*='st-key-status_brokers_kill_'] button:not([disabled])") >= n,
+        }
+        if not all(checks.values()):
+            found = cam.count("[class*='st-key-status_brokers_kill_'] button")
+            enabled = cam.count("[class*='st-key-status_brokers_kill_'] button:not([disabled])")
+            checks[f"(Kill buttons found {found}, enabled {enabled})"] = False
+        missing[:] = [name for name, ok in checks.items() if not ok]
+        return not missing
 
-    cam.until(picture, shown, PAGE_S,
-              f"Kafka and Spark reachable and \"{summary}\" with a Kill button per broker "
-              f"on the Status page")
+    try:
+        cam.until(picture, shown, PAGE_S,
+                  f"Kafka and Spark reachable and \"{summary}\" with a Kill button per broker "
+                  f"on the Status page")
+    except NotShown as exc:
+        raise NotShown(f"{exc} (missing: {', '.join(missing)})") from None
     cam.shoot(picture, f"Status: Kafka ({n} brokers) and Spark reachable, {n} of {n} "
                        f"brokers up")
 
