@@ -42,7 +42,9 @@ MAX_SCRAPE_GAP_S = 15.0
 LISTED_AGAIN_S = 10.0
 PER_TYPE = 3  # groups of each type made by the test, beside the stack's own group
 
-pytestmark = [pytest.mark.stack, pytest.mark.browser, pytest.mark.slow,
+# not `slow`: beside the second lane's chaos and soaks, at a load of 47 on two cores, a node's
+# groups once took 11 s to be listed again; in the main lane it has its target's margin
+pytestmark = [pytest.mark.stack, pytest.mark.browser,
               pytest.mark.timeout(600 + 120 * CYCLES)]
 
 
