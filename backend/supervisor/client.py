@@ -12,6 +12,7 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from functools import partialmethod
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -128,36 +129,30 @@ class ControlClient:
     def start(self) -> ReplicaInfo:
         return self._call(ReplicaAnswer, "POST", "/replicas").replica
 
-    def kill(self, name: str) -> ReplicaInfo:
-        return self._replica(name, "kill")
-
-    def stop(self, name: str) -> ReplicaInfo:
-        return self._replica(name, "stop")
-
-    def restart(self, name: str) -> ReplicaInfo:
-        return self._replica(name, "restart")
-
-    def _replica(self, name: str, action: str) -> ReplicaInfo:
+    def _replica(self, action: str, name: str) -> ReplicaInfo:
         path = f"/replicas/{quote(name, safe='')}/{action}"
         return self._call(ReplicaAnswer, "POST", path).replica
+
+    # kill: SIGKILL (its partitions move after the session timeout); stop: SIGTERM (it leaves
+    # the group at once); restart: start a stopped or killed replica again under its name
+    kill = partialmethod(_replica, "kill")
+    stop = partialmethod(_replica, "stop")
+    restart = partialmethod(_replica, "restart")
 
     def brokers(self) -> BrokersAnswer:
         """The nodes of the Kafka cluster the stack runs (refused, 409, when it runs none)."""
         return self._call(BrokersAnswer, "GET", "/brokers")
 
-    def broker_kill(self, node_id: int) -> BrokerNode:
-        return self._broker(node_id, "kill")
-
-    def broker_stop(self, node_id: int) -> BrokerNode:
-        return self._broker(node_id, "stop")
-
-    def broker_start(self, node_id: int) -> BrokerNode:
-        return self._broker(node_id, "start")
-
-    def _broker(self, node_id: int, action: str) -> BrokerNode:
+    def _broker(self, action: str, node_id: int) -> BrokerNode:
         """A node's start waits until it answers (seconds, a minute at most)."""
         return self._call(BrokerAnswer, "POST", f"/brokers/{int(node_id)}/{action}",
                           timeout=max(self.timeout, NODE_REQUEST_TIMEOUT_S + 5)).broker
+
+    # kill: SIGKILL (leaders move after the node's session timeout); stop: a controlled
+    # shutdown (leaders move first); start: it catches up, then rejoins the ISRs
+    broker_kill = partialmethod(_broker, "kill")
+    broker_stop = partialmethod(_broker, "stop")
+    broker_start = partialmethod(_broker, "start")
 
     def scale(self, replicas: int) -> ScaleAnswer:
         return self._call(ScaleAnswer, "POST", "/scale",
