@@ -154,6 +154,8 @@ class StackLauncher:
         self.timeline: list[Step] = []
         self._signals = StopSignals(on_stop=self._interrupt_start_up)
         self._starting = True
+        self._spawning = False  # between fork and `running`: a Ctrl-C must wait (start)
+        self._interrupted = False
         self._cancel = threading.Event()
         self._say_lock = threading.Lock()
 
@@ -221,18 +223,27 @@ class StackLauncher:
         # children run from the repository; they must still share this launcher's data dir
         env = dict(os.environ, PYTHONUNBUFFERED="1", GROUPSCOPE_DATA=str(data_dir().resolve()))
         env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env.get('PATH', '')}"
-        popen = spawn(
-            ["/bin/sh", "-c", f"exec {kind.command}"],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        proc = RunningProcess(kind, popen)
+        # A Ctrl-C raised between the fork and `running.append` would leave a child that
+        # stop_all never sees: the handler only notes it here, and it is raised once the
+        # child is on the list.
+        self._spawning = True
+        try:
+            popen = spawn(
+                ["/bin/sh", "-c", f"exec {kind.command}"],
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            proc = RunningProcess(kind, popen)
+            self.running.append(proc)
+        finally:
+            self._spawning = False
         threading.Thread(target=self._relay, args=(proc,), daemon=True).start()
-        self.running.append(proc)
+        if self._interrupted:
+            raise KeyboardInterrupt
         return proc
 
     def _relay(self, proc: RunningProcess) -> None:
@@ -344,7 +355,9 @@ class StackLauncher:
         """Ctrl-C while probes run (a fresh engine's first query takes seconds): stop
         waiting at once."""
         if self._starting:
-            raise KeyboardInterrupt
+            self._interrupted = True
+            if not self._spawning:
+                raise KeyboardInterrupt
 
     def stop_all(self, budget: float = STOP_BUDGET_S) -> None:
         """Waves within `budget`, in the reverse of NEEDS (stop_waves): every process before

@@ -251,6 +251,34 @@ def test_ctrl_c_while_types_start_together_leaves_no_process(data, marker):
             up.wait()
 
 
+def test_ctrl_c_between_a_fork_and_its_bookkeeping_still_stops_that_child(data, marker,
+                                                                            monkeypatch):
+    """The interrupt lands the instant the child exists but before the launcher has it on
+    its list (a race a loaded machine once hit): it is held until the child is listed, so
+    the stop still finds it."""
+    import backend.stack.launcher as launcher_module
+
+    procfile = _procfile(data, f"""\
+        svc: {SLEEPER}
+        app: {SLEEPER}
+        """)
+    out = io.StringIO()
+    launcher = StackLauncher(out=out, procfile=procfile, needs={"app": ("svc",)},
+                             probes={"svc": lambda: False})
+    real_spawn = launcher_module.spawn
+
+    def spawn_then_interrupt(*args, **kwargs):
+        popen = real_spawn(*args, **kwargs)
+        launcher._interrupt_start_up()  # what the SIGINT handler calls
+        return popen
+
+    monkeypatch.setattr(launcher_module, "spawn", spawn_then_interrupt)
+    assert launcher.run() == 130
+    assert [(s.name, s.event) for s in launcher.timeline] == [
+        ("svc", "starting"), ("svc", "stopping")], out.getvalue()
+    assert stack_processes(marker) == []
+
+
 # ---- the engine's heap -----------------------------------------------------------------------
 
 def test_the_spark_heap_is_demo_sized_pretouched_and_set_in_one_place(tmp_path):
