@@ -1,10 +1,10 @@
 """Smoke test: bench/rebalance.py measures one kill -9 rebalance end to end (a broken bench fails).
 
 One assignor (classic range), one repetition, kill only, on the session's broker and Spark.
-Asserts the numbers are sane, not fast: every time is finite and positive, the broker sees the
-new assignment no later than the observer's snapshot shows it (the observer polls the same
-broker, later), a crash is not noticed before the session could expire, and at least one
-partition moved.
+Asserts the numbers are sane, not fast: every time is finite and positive, neither the broker
+nor the observer shows the new assignment before the member's session could expire, and at
+least one partition moved. The bench and the observer poll the broker on their own clocks, so
+which of the two sees the change first is not asserted: that order is a race, not behaviour.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ def test_rebalance_one_kill(kafka, spark_remote, tmp_path):
     assert (run["assignor"], run["event"]) == ("range", "kill")
     times = [run[k] for k in ("a_broker_s", "b_observer_s", "c_processed_s", "recv_s")]
     assert all(t is not None and math.isfinite(t) and t > 0 for t in times), run
-    assert run["a_broker_s"] <= run["b_observer_s"], run
-    # a crash is noticed only when the member's session (6 s) expires
+    # a crash is noticed only when the member's session (6 s) expires, by the broker and so
+    # by the observer reading it
     session_s = data["sessions"]["classic_client"]["session.timeout.ms"] / 1000
-    assert run["a_broker_s"] >= session_s * 0.8, run
+    assert min(run["a_broker_s"], run["b_observer_s"]) >= session_s * 0.8, run
     assert run["moved"] >= 1 and set(run["after"].values()) <= {"r1", "r2"}, run
     [row] = [r for r in data["table"] if r["event"] == "kill"]
     assert row["reps"] == 1 and row["a_broker_s"]["median"] == run["a_broker_s"]
