@@ -43,6 +43,13 @@ _JSON_PARSE = pa_json.ParseOptions(explicit_schema=_VALUE_SCHEMA,
 
 
 CAUGHT_UP_MS = 250  # a caught-up consumer's batch is due this soon: latency, not size
+# ... once it holds this many records. Below that a query costs Spark more than its rows are
+# worth (its fixed part is tens of ms of engine CPU, its rows microseconds each: bench/README.md,
+# "Spark's fixed cost per batch"), so a trickle waits up to `batch_ms` instead: a demo at rest
+# asks Spark about once a second per replica rather than four times. A batch after a new
+# assignment is due at CAUGHT_UP_MS whatever its size: a new member's or a rebalance's first
+# batch is what the audience waits for.
+WORTH_ROWS = 100
 # While catching up a batch grows up to this many times `batch_max`. Spark's cost per row is
 # flat from 50 000 to 150 000 rows a batch (≈ 6.5 µs on 2 cores, the engine's 480m heap) and
 # jumps by half beyond (200 000 rows: ≈ 10 µs, the heap churning): 5 x 20 000 stays below it.
@@ -53,18 +60,20 @@ BACKLOG_GROWTH = 5
 class BatchSizing:
     """When a batch is due, and how many records it may take.
 
-    Spark costs a fixed part per batch (a few hundred ms) plus a part per row, so the right
-    batch depends on the consumer's position. With a backlog (a consume filled all the room it
-    was given) batches grow, doubling up to BACKLOG_GROWTH × `batch_max`, to amortise the
-    fixed part; once caught up (a consume came back short) a batch is due as soon as it is
+    Spark costs a fixed part per batch plus a part per row, so the right batch depends on the
+    consumer's position. With a backlog (a consume filled all the room it was given) batches
+    grow, doubling up to BACKLOG_GROWTH × `batch_max`, to amortise the fixed part; once caught
+    up (a consume came back short) a batch of WORTH_ROWS or more is due as soon as it is
     CAUGHT_UP_MS old, so a record waits a quarter second rather than `batch_ms`, and the cap
-    shrinks back. `batch_ms` stays the longest any record waits.
+    shrinks back. A smaller one waits for `batch_ms` unless it is the first since an
+    assignment (`prompt`). `batch_ms` stays the longest any record waits.
     """
 
     batch_ms: int = 1000
     batch_max: int = 20_000
     limit: int = 0  # the current cap, between batch_max and BACKLOG_GROWTH × batch_max
     backlog: bool = True  # until a consume comes back short, assume there is one
+    prompt: bool = True  # the next batch is the first since an assignment (or the start)
 
     def __post_init__(self) -> None:
         self.limit = self.limit or self.batch_max
@@ -80,23 +89,27 @@ class BatchSizing:
         """After each consume: a full one means more is waiting."""
         self.backlog = got >= asked
 
+    def _due_after_ms(self, batch: MicroBatch) -> float:
+        """The age at which `batch` falls due, its size (`limit`) aside."""
+        soon = not self.backlog and (self.prompt or len(batch) >= WORTH_ROWS)
+        return min(CAUGHT_UP_MS, self.batch_ms) if soon else self.batch_ms
+
     def due(self, batch: MicroBatch, now: float) -> bool:
         if batch.started is None:
             return False
-        age = batch.age_ms(now)
-        if len(batch) >= self.limit or age >= self.batch_ms:
-            return True
-        return not self.backlog and age >= min(CAUGHT_UP_MS, self.batch_ms)
+        return len(batch) >= self.limit or batch.age_ms(now) >= self._due_after_ms(batch)
 
     def wait_s(self, batch: MicroBatch, now: float, longest: float) -> float:
-        """How long the next consume may block before the batch falls due."""
+        """How long the next consume may block before the batch falls due (records that
+        arrive meanwhile may bring it forward: the caller waits at most `longest`)."""
         if batch.started is None:
             return longest
-        until = self.batch_ms if self.backlog else min(CAUGHT_UP_MS, self.batch_ms)
+        until = self._due_after_ms(batch)
         return max(0.0, min(longest, (until - batch.age_ms(now)) / 1000.0))
 
     def processed(self, size: int) -> None:
         """After a batch: grow while full batches keep coming, shrink once they do not."""
+        self.prompt = False
         if size >= self.limit and self.backlog:
             self.limit = min(self.limit * 2, self.ceiling)
         elif size < self.limit // 2:

@@ -524,6 +524,8 @@ class Replica:
             restore_ms = round((time.monotonic() - start) * 1000.0, 1)
         else:
             found, restore_ms = 0, 0.0
+        if partitions:
+            self.sizing.prompt = True  # what the audience waits for: see WORTH_ROWS
         owned = sorted(self.rebalancer.owned | set(partitions))
         self.telemetry.emit(EventType.ASSIGNED, partitions=partitions, owned=owned,
                             restored=found, restore_ms=restore_ms,

@@ -8,7 +8,13 @@ import pytest
 
 from backend.contracts import MAX_MESSAGE_BYTES
 from backend.contracts.summary import RING_SIZE, BatchPartial, FieldStats, Summary, WindowAgg
-from backend.replica.batch import BACKLOG_GROWTH, CAUGHT_UP_MS, BatchSizing, MicroBatch
+from backend.replica.batch import (
+    BACKLOG_GROWTH,
+    CAUGHT_UP_MS,
+    WORTH_ROWS,
+    BatchSizing,
+    MicroBatch,
+)
 from backend.replica.deadletter import (
     REASON_NO_KEY,
     REASON_NULL_VALUE,
@@ -176,12 +182,25 @@ def test_batches_grow_with_the_backlog_and_come_soon_once_caught_up():
                      100 * BACKLOG_GROWTH):
         sizing.processed(sizing.limit)
         assert sizing.limit == expected
-    # caught up (a consume came back short): due at a quarter second, and the cap shrinks
+    # caught up (a consume came back short), a trickle of 10 records: not worth a query
+    # before batch_ms
     sizing.took(3, 990)
+    late = b.started + CAUGHT_UP_MS / 1000 + 1e-3  # float ms: a hair past
+    assert not sizing.due(b, late)
+    assert sizing.wait_s(b, late, 0.2) == 0.2
+    assert sizing.due(b, b.started + 1.0)
+    # ... but the first batch after an assignment is due at a quarter second, whatever its size
+    sizing.prompt = True
     assert not sizing.due(b, b.started + 0.2)
-    assert sizing.due(b, b.started + CAUGHT_UP_MS / 1000 + 1e-3)  # float ms: a hair past
+    assert sizing.due(b, late)
     assert sizing.wait_s(b, b.started + 0.2, 0.2) == pytest.approx(0.05)
-    for expected in (250, 125, 100, 100):
+    sizing.processed(10)
+    assert not sizing.prompt and not sizing.due(b, late)
+    # a batch worth a query is due at a quarter second too; and the cap shrinks
+    for i in range(10, WORTH_ROWS):
+        b.add(0, i, b"car-01", b"{}")
+    assert sizing.due(b, late) and not sizing.due(b, b.started + 0.2)
+    for expected in (125, 100, 100):
         sizing.processed(10)
         assert sizing.limit == expected
     # batch_ms below the caught-up delay stays the bound
