@@ -12,8 +12,13 @@ and free ports, and times, from the launch:
 - with the browser (default): headless Chromium opens the Live page once `up` is done, and
   the time until its partition lanes all show an owner (the dashboard's own first live view);
 
-then, once the supervisor's warm standby is ready (`standby ready`) and `--settle` seconds
-more have passed (an engine past its first minute, as a presenter's is), POSTs "start replica"
+then, once the supervisor's warm standby is ready (`standby ready`), the stack **at rest** as
+a presenter's laptop idles: `--rest-after` s more (an engine past its first minute), then
+`--rest` s in which it measures each role's CPU (% of one core: broker, spark, backend, web,
+each replica and the standby) and the records the fleet produced meanwhile, so CPU per
+message at rest (`at_rest`); headless Chromium's own share beside it when the Live page is
+open. `--rest-only` stops there. Otherwise, once `--settle` seconds more have passed (an
+engine past its first minute, as a presenter's is), POSTs "start replica"
 to the supervisor's control API (discovered from `<data_dir>/control.json` + token) and
 times it to the new replica's first processed batch: the first record it writes to the
 summaries changelog (a replica writes there only after Spark summarised a batch, just before
@@ -31,7 +36,8 @@ replicas), web (streamlit, serving that open page), each replica — every `--in
 stack: SIGTERM to `up`, then SIGKILL for anything of its tree still alive.
 
     .venv/bin/python bench/footprint.py [--repeats 3] [--steady 60] [--interval 5]
-        [--timeout 420] [--settle 0] [--no-browser] [--json PATH]
+        [--timeout 420] [--settle 0] [--rest 60] [--rest-after 60] [--rest-only]
+        [--no-browser] [--json PATH]
 """
 
 from __future__ import annotations
@@ -236,6 +242,55 @@ def start_log(path: Path, up: UpRun) -> list[str]:
     return lines()
 
 
+def produced(settings: Any, topic: str) -> int:
+    """The records in `topic` so far: the sum of its partitions' log ends."""
+    from confluent_kafka import TopicPartition
+
+    from backend.observer.reader import readonly_consumer
+
+    consumer = readonly_consumer(settings, "bench-footprint")
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                  cached=False)[1]
+                   for p in range(PARTITIONS))
+    finally:
+        consumer.close()
+
+
+def browser_cpu_seconds() -> float:
+    """CPU seconds of this bench's Chromium processes (Playwright starts them under us)."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "chrom" in child.name().lower():
+                t = child.cpu_times()
+                total += t.user + t.system
+    return total
+
+
+def at_rest(up: UpRun, settings: Any, topic: str, window: float,
+            browser: bool) -> dict[str, Any]:
+    """Each role's share of one core over `window` s, the records produced meanwhile, and
+    the stack's CPU per record (the browser's apart: it is not the stack's)."""
+    cpu0, n0, b0, t0 = up.cpu_seconds(), produced(settings, topic), browser_cpu_seconds(), \
+        time.monotonic()
+    time.sleep(window)
+    cpu1, n1, b1, dt = up.cpu_seconds(), produced(settings, topic), browser_cpu_seconds(), \
+        time.monotonic() - t0
+    pct = {role: round((cpu1[role] - cpu0[role]) / dt * 100, 1)
+           for role in sorted(cpu1) if role in cpu0}
+    used = sum(cpu1[r] - cpu0[r] for r in cpu1 if r in cpu0)
+    out: dict[str, Any] = {"window_s": round(dt, 1), "records": n1 - n0,
+                           "cpu_pct": pct, "stack_pct": round(used / dt * 100, 1),
+                           "cpu_ms_per_record": round(used * 1000 / max(1, n1 - n0), 3),
+                           "load1": round(os.getloadavg()[0], 2)}
+    if browser:
+        out["chromium_pct"] = round((b1 - b0) / dt * 100, 1)
+    return out
+
+
 def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from backend.cluster.settings import resolve_settings
     from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
@@ -283,6 +338,12 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
         wait(lambda: standby_log.exists() and STANDBY_READY in standby_log.read_text(),
              args.timeout, 0.5, up, "the supervisor's warm standby")
         up.marks.setdefault("standby ready", up.since())
+        if args.rest:  # the default fleet (three replicas and the standby), nobody clicking
+            time.sleep(args.rest_after)
+            result["at_rest"] = at_rest(up, settings, INPUT_TOPIC, args.rest, args.browser)
+        if args.rest_only:
+            result["ok"] = True
+            return result
         if args.settle:  # an engine past its first minute, as a presenter's is at a click
             time.sleep(args.settle)
             result["settled_s"] = args.settle
@@ -361,7 +422,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
              if r.get("cold_start_to_first_batch_s")]
     rss: dict[str, list[float]] = {}
     for r in ok:
-        for role, v in r["rss_mb"].items():
+        for role, v in r.get("rss_mb", {}).items():
             rss.setdefault(role, []).extend(v)
     replicas = [x for role, v in rss.items() if role.startswith("replica:") for x in v]
     memory = {role: {"median": round(statistics.median(v), 1), "max": max(v), "n": len(v)}
@@ -383,7 +444,22 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 if step in r.get("cold_start_replica_s", {})]
         if vals:
             cold_steps[step] = spread(vals)
-    return {"startup_s": startup,
+    rest: dict[str, list[float]] = {}
+    for r in ok:
+        a = r.get("at_rest")
+        if not a:
+            continue
+        for role, v in a["cpu_pct"].items():
+            rest.setdefault(role.split(":")[0] if role.startswith("replica:") else role,
+                            []).append(v)
+        rest.setdefault("replicas (all)", []).append(round(sum(
+            v for role, v in a["cpu_pct"].items() if role.startswith("replica:")), 1))
+        for key in ("stack_pct", "chromium_pct", "cpu_ms_per_record", "load1"):
+            if key in a:
+                rest.setdefault(key, []).append(a[key])
+        rest.setdefault("records_per_s", []).append(round(a["records"] / a["window_s"], 1))
+    return {"at_rest": {k: spread(v) for k, v in rest.items()},
+            "startup_s": startup,
             "start_replica_to_first_batch_s": spread(starts) if starts else None,
             "cold_start_replica_to_first_batch_s": spread(colds) if colds else None,
             "cold_start_replica_steps_s": cold_steps,
@@ -416,6 +492,12 @@ def print_table(data: dict[str, Any]) -> None:
         print(f"\n{'at rest (% of one core)':<24} {'median':>7} {'min':>7} {'max':>7}")
         for role, v in s["cpu_pct_at_rest"].items():
             print(f"{role:<24} {v['median']:>7.1f} {v['min']:>7.1f} {v['max']:>7.1f}")
+    if s.get("at_rest"):
+        print(f"\n{'at rest, default fleet':<24} {'median':>7} {'min':>7} {'max':>7} {'n':>3}"
+              "   (% of one core; replica: each replica or standby)")
+        for key, v in s["at_rest"].items():
+            print(f"{key:<24} {v['median']:>7.1f} {v['min']:>7.1f} {v['max']:>7.1f} "
+                  f"{v['n']:>3}")
     print(f"\nload average during the run: {data['load']}  machine: {data['machine']}")
 
 
@@ -432,6 +514,12 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=0.0,
                     help="wait this long after the standby is ready before starting a "
                          "replica, s (0: at once, inside the engine's first minute)")
+    ap.add_argument("--rest", type=float, default=60.0,
+                    help="the at-rest CPU window with the default fleet, s (0: none)")
+    ap.add_argument("--rest-after", type=float, default=60.0,
+                    help="wait this long after the standby is ready before it, s")
+    ap.add_argument("--rest-only", action="store_true",
+                    help="stop after the at-rest window (no replica starts, no RSS window)")
     ap.add_argument("--no-browser", dest="browser", action="store_false",
                     help="skip headless Chromium on the Live page (then the dashboard's RSS "
                          "is Streamlit's with no session, and no page timing)")
