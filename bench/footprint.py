@@ -12,21 +12,21 @@ and free ports, and times, from the launch:
 - with the browser (default): headless Chromium opens the Live page once `up` is done, and
   the time until its partition lanes all show an owner (the dashboard's own first live view);
 
-then, once the supervisor's warm standby is ready (`standby ready`), the stack **at rest** as
-a presenter's laptop idles: `--rest-after` s more (an engine past its first minute), then
+then, once the supervisor's warm standby is ready (`standby ready`), the stack **at rest** as a
+presenter's laptop idles: `--rest-after` s more (an engine past its first minute), then
 `--rest` s in which it measures each role's CPU (% of one core: broker, spark, backend, web,
-each replica and the standby) and the records the fleet produced meanwhile, so CPU per
-message at rest (`at_rest`); headless Chromium's own share beside it when the Live page is
-open. `--rest-only` stops there. Otherwise, once `--settle` seconds more have passed (an
-engine past its first minute, as a presenter's is), POSTs "start replica"
-to the supervisor's control API (discovered from `<data_dir>/control.json` + token) and
-times it to the new replica's first processed batch: the first record it writes to the
-summaries changelog (a replica writes there only after Spark summarised a batch, just before
-it commits the batch's offsets). That start takes the standby, as a presenter's would, and
-runs alone. A second start posted once it has processed its first batch, before the next
-standby exists, is a cold start (`cold_start_*`), in the same run for comparison. Each
-start's `replica_log` keeps the new replica's own lines (ready, assigned, first batch with its
-Spark share), which say where those seconds went.
+each replica and the standby; of Spark's, its JIT compiler threads' share) and the records the
+fleet produced meanwhile, so CPU per message at rest (`at_rest`); headless Chromium's own share
+beside it when the Live page is open. `--rest-only` stops there. Otherwise, once `--settle`
+seconds more have passed (an engine past its first minute, as a presenter's is), POSTs "start
+replica" to the supervisor's control API (discovered from `<data_dir>/control.json` + token)
+and times it to the new replica's first processed batch: the first record it writes to the
+summaries changelog (a replica writes there only after Spark summarised a batch, just before it
+commits the batch's offsets). That start takes the standby, as a presenter's would, and runs
+alone. A second start posted once it has processed its first batch, before the next standby
+exists, is a cold start (`cold_start_*`), in the same run for comparison. Each start's
+`replica_log` keeps the new replica's own lines (ready, assigned, first batch with its Spark
+share), which say where those seconds went.
 
 Then it samples the resident memory (VmRSS from /proc, summed over each process subtree) of
 every role of `up`'s process tree — broker, spark, backend (the supervisor, without its
@@ -149,6 +149,25 @@ class UpRun:
                 name = role.split("@")[0]
                 out[name] = out.get(name, 0.0) + t.user + t.system
         return out
+
+    def jit_seconds(self, role: str) -> float:
+        """CPU seconds the JIT compiler threads (C1, C2) of `role`'s JVMs have used so far:
+        how much of an engine's rest is still compiling Spark's code."""
+        from backend.stack.soak import all_processes, classify
+
+        assert self.proc is not None
+        total = 0
+        for (pid, _start), name in classify(self.proc.pid, all_processes()).items():
+            if name.split("@")[0] != role:
+                continue
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with contextlib.suppress(OSError):
+                        stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+                        if re.match(r"C\d CompilerThre", stat[stat.index("(") + 1:]):
+                            fields = stat[stat.rindex(")") + 2:].split()
+                            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM to `up` (it stops its children in order), then SIGKILL for what is left."""
@@ -274,16 +293,18 @@ def at_rest(up: UpRun, settings: Any, topic: str, window: float,
             browser: bool) -> dict[str, Any]:
     """Each role's share of one core over `window` s, the records produced meanwhile, and
     the stack's CPU per record (the browser's apart: it is not the stack's)."""
-    cpu0, n0, b0, t0 = up.cpu_seconds(), produced(settings, topic), browser_cpu_seconds(), \
-        time.monotonic()
+    cpu0, n0, b0, j0, t0 = (up.cpu_seconds(), produced(settings, topic),
+                            browser_cpu_seconds(), up.jit_seconds("spark"), time.monotonic())
     time.sleep(window)
-    cpu1, n1, b1, dt = up.cpu_seconds(), produced(settings, topic), browser_cpu_seconds(), \
-        time.monotonic() - t0
+    cpu1, n1, b1, j1, dt = (up.cpu_seconds(), produced(settings, topic),
+                            browser_cpu_seconds(), up.jit_seconds("spark"),
+                            time.monotonic() - t0)
     pct = {role: round((cpu1[role] - cpu0[role]) / dt * 100, 1)
            for role in sorted(cpu1) if role in cpu0}
     used = sum(cpu1[r] - cpu0[r] for r in cpu1 if r in cpu0)
     out: dict[str, Any] = {"window_s": round(dt, 1), "records": n1 - n0,
                            "cpu_pct": pct, "stack_pct": round(used / dt * 100, 1),
+                           "spark_jit_pct": round((j1 - j0) / dt * 100, 1),
                            "cpu_ms_per_record": round(used * 1000 / max(1, n1 - n0), 3),
                            "load1": round(os.getloadavg()[0], 2)}
     if browser:
@@ -454,7 +475,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
                             []).append(v)
         rest.setdefault("replicas (all)", []).append(round(sum(
             v for role, v in a["cpu_pct"].items() if role.startswith("replica:")), 1))
-        for key in ("stack_pct", "chromium_pct", "cpu_ms_per_record", "load1"):
+        for key in ("spark_jit_pct", "stack_pct", "chromium_pct", "cpu_ms_per_record",
+                    "load1"):
             if key in a:
                 rest.setdefault(key, []).append(a[key])
         rest.setdefault("records_per_s", []).append(round(a["records"] / a["window_s"], 1))
