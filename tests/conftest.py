@@ -138,6 +138,19 @@ def spark_remote(spark_engine: SparkConnectServer) -> str:
     return spark_engine.remote
 
 
+@pytest.fixture(scope="module")
+def reader(kafka: KafkaSettings) -> Iterator[Any]:
+    """A Java Admin reader (backend.kafkaread) on the session's broker, one per module: a
+    test's own view of the cluster, independent of what the code under test reads."""
+    from backend.kafkaread.reader import KafkaReader
+
+    r = KafkaReader(kafka, client_id="groupscope-tests")
+    try:
+        yield r
+    finally:
+        r.close()
+
+
 @pytest.fixture
 def unique() -> str:
     """A short unique suffix for topic and group names, so tests never share state."""

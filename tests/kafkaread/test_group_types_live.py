@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,15 +47,6 @@ def _topics(kafka: KafkaSettings, *names: str, partitions: int = PARTITIONS) -> 
     futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
     for future in futures.values():
         future.result(30)
-
-
-@pytest.fixture(scope="module")
-def reader(kafka: KafkaSettings) -> Iterator[KafkaReader]:
-    r = KafkaReader(kafka, client_id="test-group-types")
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def _settled(reader: KafkaReader, group: str, kind: str, members: int,

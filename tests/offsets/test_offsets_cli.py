@@ -45,16 +45,6 @@ def records(kafka: KafkaSettings) -> Iterator[tuple[str, int]]:
     yield topic, base
 
 
-@pytest.fixture(scope="module")
-def reader(kafka: KafkaSettings) -> Iterator[KafkaReader]:
-    """The test's own view of the committed offsets, independent of the command's."""
-    r = KafkaReader(kafka, client_id="offsets-test")
-    try:
-        yield r
-    finally:
-        r.close()
-
-
 def committed(reader: KafkaReader, group: str) -> dict[TP, int]:
     answer = reader.committed([group])[group]
     assert not isinstance(answer, str), answer
