@@ -3,7 +3,7 @@
 The real CLI is launched (it starts its own broker and Spark on free ports), so this test
 needs no session fixture, only `stack` (which marks it and reaps what survives). Asserts that
 start-up milestones were timed, that every role of the process tree was found with a
-plausible RSS, and that nothing of the tree survives the stop.
+plausible RSS and CPU at rest, and that nothing of the tree survives the stop.
 Not a performance test: no number is compared to a target.
 """
 
@@ -29,6 +29,7 @@ def test_footprint_tiny(tmp_path, stack):
     proc = spawn(
         [sys.executable, str(REPO / "bench" / "footprint.py"), "--repeats", "1",
          "--steady", "4", "--interval", "2", "--timeout", "300", "--no-browser",
+         "--rest", "5", "--rest-after", "0",
          "--json", str(out)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -67,5 +68,10 @@ def test_footprint_tiny(tmp_path, stack):
     cpu = run["cpu_pct_at_rest"]
     assert set(("broker", "spark", "backend", "web")) <= set(cpu), cpu
     assert all(v >= 0 for v in cpu.values()) and cpu["spark"] > 0, cpu
+    # the default fleet at rest: every role, the records the fleet produced, CPU per record
+    rest = run["at_rest"]
+    assert set(("broker", "spark", "backend", "web", "replica:standby")) <= set(rest["cpu_pct"])
+    assert rest["records"] > 0 and rest["cpu_ms_per_record"] > 0, rest
+    assert 0 <= rest["spark_jit_pct"] <= rest["cpu_pct"]["spark"], rest
     assert run["stop"]["survivors"] == [], run["stop"]
     assert run["stop"]["up_exit"] is not None
