@@ -56,6 +56,24 @@ def group_type(value: object) -> str | None:
     return word if word in GROUP_TYPES else None
 
 
+# ---- commit modes -----------------------------------------------------------------------
+
+# When a replica commits a batch's offsets, and what a crash then costs. The first is the
+# default and the only one a careful consumer uses; `auto` and `before-processing` are there
+# to be killed in front of an audience: the per-stream summaries show the records they lose.
+AFTER_SUMMARY, TRANSACTIONAL, AUTO_COMMIT, BEFORE_PROCESSING = (
+    "after-summary", "transactional", "auto", "before-processing")
+COMMIT_MODES: dict[str, str] = {
+    AFTER_SUMMARY: "commit once the batch's summaries are durable: at-least-once, a crash "
+                   "replays (duplicates), never loses",
+    TRANSACTIONAL: "summaries and offsets in one Kafka transaction: exactly-once",
+    AUTO_COMMIT: "the client commits what it has read every 5 s, processed or not (as many "
+                 "tutorials write it): a crash can lose records, or replay them",
+    BEFORE_PROCESSING: "commit as soon as a batch is read: at-most-once, a crash loses the "
+                       "batch in flight",
+}
+
+
 # ---- input message ----------------------------------------------------------------------
 
 NUMERIC_FIELDS: tuple[str, ...] = ("speed_kmh", "rpm", "gear", "engine_temp_c", "lat", "lon")

@@ -127,6 +127,7 @@ class MicroBatch:
     dead: list[DeadLetter] = field(default_factory=list)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition -> last offset + 1
     started: float | None = None
+    committed_early: bool = False  # `before-processing` committed its offsets already
 
     def __len__(self) -> int:
         return len(self.values) + len(self.dead)
@@ -250,6 +251,8 @@ class MicroBatch:
         self.next_offsets.update(later.next_offsets)
         if self.started is None:
             self.started = later.started
+        if not later.empty:  # its records were not committed with this batch's
+            self.committed_early = False
 
     def split(self, partitions: Iterable[int]) -> MicroBatch:
         """Remove and return the part of this batch that belongs to `partitions`."""

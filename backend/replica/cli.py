@@ -10,7 +10,13 @@ import time
 from typing import TYPE_CHECKING
 
 from backend.cli_common import UserError, add_cluster_args, add_command, positive
-from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+from backend.contracts import (
+    AFTER_SUMMARY,
+    COMMIT_MODES,
+    DEFAULT_GROUP,
+    INPUT_TOPIC,
+    TRANSACTIONAL,
+)
 from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 from backend.errors import one_line
 
@@ -33,8 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--assignor", default=None, help="; ".join(
         f"{protocol}: {', '.join(assignors)} (default {assignors[0]})"
         for protocol, assignors in PROTOCOL_ASSIGNORS.items()))
+    p.add_argument("--commit", choices=tuple(COMMIT_MODES), default=None,
+                   help="when offsets are committed: " + "; ".join(
+                       f"{mode}: {what}" for mode, what in COMMIT_MODES.items())
+                   + f" (default {AFTER_SUMMARY})")
     p.add_argument("--exactly-once", action="store_true",
-                   help="summaries and offsets in one Kafka transaction")
+                   help=f"the same as --commit {TRANSACTIONAL}")
     p.add_argument("--static", action="store_true",
                    help="static membership: group.instance.id = --id, so a restart within "
                         "the session timeout takes the same partitions back without a "
@@ -129,6 +139,14 @@ def _standby(args: argparse.Namespace) -> int:
     return _replica(real, spark)
 
 
+def commit_mode(commit: str | None, exactly_once: bool) -> str:
+    """--commit, with --exactly-once its older spelling of `transactional`."""
+    if exactly_once and commit not in (None, TRANSACTIONAL):
+        raise UserError(f"--exactly-once means --commit {TRANSACTIONAL}, not {commit}: "
+                        "give one of them")
+    return TRANSACTIONAL if exactly_once else commit or AFTER_SUMMARY
+
+
 def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> int:
     if args.standby:
         return _standby(args)
@@ -140,6 +158,7 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
             raise UserError("--batch-ms and --batch-max must be positive")
         if not args.id.strip():
             raise UserError("--id must not be empty")
+        commit = commit_mode(args.commit, args.exactly_once)
     except (MembershipConfigError, UserError) as exc:
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
@@ -165,7 +184,7 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
     cfg = ReplicaConfig(name=args.id, group=args.group, topic=args.topic, choice=choice,
-                        exactly_once=args.exactly_once, spark_remote=args.spark_remote,
+                        commit=commit, spark_remote=args.spark_remote,
                         batch_ms=args.batch_ms, batch_max=args.batch_max, feed=args.feed,
                         static=args.static, max_rate=args.max_rate)
     from backend.cluster.topics import TopicError

@@ -5,7 +5,10 @@ Ordering guarantees (why each step is where it is):
   fetch them (inside the assign callback);
 - each batch: Spark aggregates, summaries are merged on copies, then written to the
   changelog; offsets are committed only once those writes are acknowledged (at-least-once),
-  or summaries + offsets go in one Kafka transaction (`--exactly-once`);
+  or summaries + offsets go in one Kafka transaction (`--commit transactional`). The two
+  careless modes of `COMMIT_MODES` exist to be shown losing records: `before-processing`
+  commits a batch's offsets before Spark sees it, `auto` lets the client commit what it
+  has read every AUTO_COMMIT_MS;
 - revocation: the revoked partitions' pending records are flushed and committed first;
 - loss (session expired, fenced): pending records are dropped, nothing is committed;
 - a failed batch (Spark down, or the broker refusing the write or commit): partitions are
@@ -38,7 +41,16 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.topics import TopicError, ensure_topics
-from backend.contracts import INPUT_TOPIC, EventType, dead_letter_topic, summaries_topic
+from backend.contracts import (
+    AFTER_SUMMARY,
+    AUTO_COMMIT,
+    BEFORE_PROCESSING,
+    INPUT_TOPIC,
+    TRANSACTIONAL,
+    EventType,
+    dead_letter_topic,
+    summaries_topic,
+)
 from backend.contracts.summary import Summary
 from backend.errors import one_line
 from backend.proc import StopSignals, seconds_since_start
@@ -53,6 +65,7 @@ from backend.replica.telemetry import Telemetry
 log = logging.getLogger("groupscope.replica")
 
 HEARTBEAT_S = 2.0
+AUTO_COMMIT_MS = 5000  # librdkafka's default, as `enable.auto.commit` tutorials leave it
 BACKOFF_MAX_S = 10.0
 # an error event's text: one line, short, since every reader of the events topic gets it
 EVENT_ERROR_CHARS = 300
@@ -64,13 +77,17 @@ class ReplicaConfig:
     group: str
     topic: str = INPUT_TOPIC
     choice: GroupChoice = field(default_factory=GroupChoice)
-    exactly_once: bool = False
+    commit: str = AFTER_SUMMARY  # one of contracts.COMMIT_MODES
     spark_remote: str | None = None
     batch_ms: int = 1000
     batch_max: int = 20_000
     feed: str = "typed"  # typed | raw: see bench/replica_batch.py
     static: bool = False  # group.instance.id = name: a quick restart moves no partition
     max_rate: float | None = None  # records/s taken at most, on average; None: no cap
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.commit == TRANSACTIONAL
 
 
 class Replica:
@@ -118,9 +135,11 @@ class Replica:
 
     def _make_clients(self) -> None:
         cfg = self.cfg
+        auto = cfg.commit == AUTO_COMMIT  # offsets stored as read, committed on a timer
         conf = self.settings.client_config(**{
             "group.id": cfg.group, "client.id": cfg.name,
-            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "enable.auto.commit": auto, "enable.auto.offset.store": auto,
+            **({"auto.commit.interval.ms": AUTO_COMMIT_MS} if auto else {}),
             "auto.offset.reset": "earliest", "isolation.level": "read_committed",
             "error_cb": self._on_kafka_error,
             **cfg.choice.consumer_properties(cfg.name if cfg.static else None),
@@ -167,7 +186,8 @@ class Replica:
             self._ensure_topics()
             self.telemetry.emit(EventType.STARTED, protocol=cfg.choice.protocol,
                                 assignor=cfg.choice.assignor, exactly_once=cfg.exactly_once,
-                                topic=cfg.topic, static=cfg.static, max_rate=cfg.max_rate)
+                                commit=cfg.commit, topic=cfg.topic, static=cfg.static,
+                                max_rate=cfg.max_rate)
             self._make_clients()
             self.state.open()
         except BaseException:
@@ -400,6 +420,8 @@ class Replica:
         if batch.empty:
             return True
         start = time.monotonic()
+        if self.cfg.commit == BEFORE_PROCESSING and not self._commit_read(batch):
+            return False
         dead = list(batch.dead)
         updated: dict[str, Summary] = {}
         typed = self.cfg.feed == "typed"
@@ -435,9 +457,8 @@ class Replica:
                     i = index[(p, o)]
                     dead.append(DeadLetter(p, o, batch.keys[i], batch.values[i], reason))
         dead = [d for d in dead if d.partition not in self._voided]
-        offsets = [TopicPartition(self.cfg.topic, p, o)
-                   for p, o in sorted(batch.next_offsets.items())
-                   if p in self.rebalancer.owned and p not in self._voided]
+        offsets = self._batch_offsets(batch) if self.cfg.commit in (AFTER_SUMMARY,
+                                                                    TRANSACTIONAL) else []
         if not self._persist(updated, dead, offsets):
             return False
         self.state.summaries.update(updated)
@@ -458,6 +479,31 @@ class Replica:
                      self._since_start())
         self.sizing.processed(n)
         batch.__init__()  # type: ignore[misc]
+        return True
+
+    def _batch_offsets(self, batch: MicroBatch) -> list[TopicPartition]:
+        """What committing `batch` means: each owned partition's next offset after it."""
+        return [TopicPartition(self.cfg.topic, p, o)
+                for p, o in sorted(batch.next_offsets.items())
+                if p in self.rebalancer.owned and p not in self._voided]
+
+    def _commit_read(self, batch: MicroBatch) -> bool:
+        """`before-processing`: the batch's offsets committed before Spark sees it, so a
+        crash from here to its summaries loses it (at-most-once, the lesson). Once per batch:
+        a retried batch is not committed again."""
+        if batch.committed_early:
+            return True
+        assert self.consumer is not None
+        offsets = self._batch_offsets(batch)
+        try:
+            if offsets:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("commit failed: %s", exc)
+            self.telemetry.emit(EventType.ERROR,
+                                error=f"commit failed: {one_line(exc, EVENT_ERROR_CHARS)}")
+            return False
+        batch.committed_early = True
         return True
 
     def _persist(self, updated: dict[str, Summary], dead: list[DeadLetter],
@@ -579,7 +625,7 @@ class Replica:
             backing_off=self.pauses.backing_off, throttled=throttled,
             max_rate=self.cfg.max_rate, static=self.cfg.static,
             protocol=self.cfg.choice.protocol, assignor=self.cfg.choice.assignor,
-            exactly_once=self.cfg.exactly_once,
+            exactly_once=self.cfg.exactly_once, commit=self.cfg.commit,
         )
 
 

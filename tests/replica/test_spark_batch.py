@@ -249,6 +249,7 @@ def test_a_repeated_seq_is_seen_before_the_plan_is_chosen():
     ["--protocol", "consumer", "--assignor", "cooperative-sticky"],
     ["--protocol", "eager"],
     ["--batch-ms", "0"],
+    ["--exactly-once", "--commit", "auto"],
 ])
 def test_cli_rejects_bad_combinations_in_one_line(args):
     proc = run([sys.executable, "-m", "backend.cli", "replica", "--id", "x", *args],
