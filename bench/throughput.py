@@ -116,6 +116,19 @@ def measure(settings, group: str, topic: str, partitions: int, procs: list,
 
 
 ROLES = {"EmbeddedBroker": "broker", "SparkConnectServer": "spark"}  # Stack.pids() kinds
+# the roles whose CPU a variant's messages cost: the others leave Spark idle (its background
+# work is not theirs to pay)
+COSTED = {"groupscope": ("consumers", "broker", "spark")}
+COSTED_DEFAULT = ("consumers", "broker")
+
+
+def cpu_us_per_message(variant: str, cpu_s: dict[str, float], messages: int
+                       ) -> dict[str, float]:
+    """CPU-microseconds per message, per role the variant uses, and their total."""
+    roles = [r for r in COSTED.get(variant, COSTED_DEFAULT) if r in cpu_s]
+    out = {r: round(cpu_s[r] / messages * 1e6, 1) for r in roles}
+    out["total"] = round(sum(cpu_s[r] for r in roles) / messages * 1e6, 1)
+    return out
 
 
 def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, partitions: int,
@@ -150,6 +163,7 @@ def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, parti
         # can only take CPU from the others
         r["cpu_s"] = {role: round(v, 1) for role, v in used.items()}
         r["cores_busy"] = round(sum(used.values()) / r["total_s"], 2) if r["total_s"] else None
+        r["cpu_us_per_msg"] = cpu_us_per_message(variant, used, r["messages"])
     if variant == "groupscope" and r["ok"]:
         r["summaries"] = exactness(stack, group, produced, eos)
     return {"variant": variant, "replicas": n, "mode": mode, "rep": rep, **r}
@@ -257,14 +271,23 @@ def main() -> int:
             cpu = {role: spread([r["cpu_s"][role] for r in runs])["median"]
                    for role in (runs[0]["cpu_s"] if runs else {})}
             busy = [r["cores_busy"] for r in runs if r.get("cores_busy") is not None]
+            per_msg = {role: spread([r["cpu_us_per_msg"][role] for r in runs])["median"]
+                       for role in (runs[0].get("cpu_us_per_msg", {}) if runs else {})}
             table.append({"variant": v, "replicas": n, "mode": mode, "rate": s,
                           "cpu_s": cpu, "cores_busy": spread(busy)["median"] if busy else None,
+                          "cpu_us_per_msg": per_msg,
                           "first_commit_s": spread(starts)["median"],
                           "wall_rate": spread(walls),
                           "vs_raw": (round(spread(walls)["median"] / raw_med, 3)
                                      if raw_med else None),
                           "vs_quix": (round(spread(walls)["median"] / quix_med, 3)
                                       if quix_med else None)})
+    for mode in args.modes.split(","):  # CPU per message against Quix Streams' in the same mode
+        quix_us = [row["cpu_us_per_msg"]["total"] for row in table if row["variant"] == "quix"
+                   and row["mode"] == mode and row.get("cpu_us_per_msg")]
+        for row in table:
+            if row["mode"] == mode and row.get("cpu_us_per_msg") and quix_us:
+                row["cpu_vs_quix"] = round(row["cpu_us_per_msg"]["total"] / quix_us[0], 3)
     ratios = target_ratios(table)
     print(f"\n{'variant':<11} {'n':>2} {'mode':>4} {'median msg/s':>13} {'min':>9} {'max':>9} "
           f"{'wall msg/s':>10} {'vs raw':>7} {'vs quix':>7} {'1st commit s':>12}")
@@ -284,6 +307,14 @@ def main() -> int:
             parts = ", ".join(f"{role} {v:.1f}" for role, v in row["cpu_s"].items())
             print(f"{row['variant']:<11} {row['replicas']:>2} {row['mode']:>4}  {parts}; "
                   f"cores busy {row['cores_busy']}")
+    print("\nCPU-microseconds per message (the roles each variant uses; vs quix: the totals' "
+          "ratio)")
+    for row in table:
+        if row.get("cpu_us_per_msg"):
+            parts = ", ".join(f"{role} {v:.1f}" for role, v in row["cpu_us_per_msg"].items())
+            if "cpu_vs_quix" in row:
+                parts += f"; vs quix {row['cpu_vs_quix']:.2f}"
+            print(f"{row['variant']:<11} {row['replicas']:>2} {row['mode']:>4}  {parts}")
     if ratios:
         print("targets (wall rates, medians): " + ", ".join(
             f"{k} {v:.2f}" for k, v in ratios.items()))

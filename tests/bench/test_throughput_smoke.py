@@ -37,6 +37,8 @@ def test_throughput_tiny(kafka, spark_remote, tmp_path):
         assert run["messages"] >= 3000 and run["rate"] > 0
         # the CPU profile: here only the consumers' (broker and Spark are the session's)
         assert run["cpu_s"]["consumers"] > 0 and run["cores_busy"] > 0, run
+        per_msg = run["cpu_us_per_msg"]
+        assert per_msg["total"] == per_msg["consumers"] > 0, run
         if run["variant"] == "groupscope":
             exact = run["summaries"]
             assert exact["exact"] and exact["streams"] == 12, run
@@ -46,3 +48,5 @@ def test_throughput_tiny(kafka, spark_remote, tmp_path):
     assert {(r["replicas"], r["mode"]) for r in data["runs"] if r["variant"] == "groupscope"} \
         == {(2, "alo"), (2, "eos")}
     assert "eos_vs_alo_x2" in data["ratios"]
+    if QUIX.exists():  # CPU per message beside Quix Streams', in its own mode
+        assert all(row["cpu_vs_quix"] > 0 for row in data["table"]), data["table"]
