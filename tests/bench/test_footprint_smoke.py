@@ -23,6 +23,7 @@ from backend.proc import spawn
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # a whole `up`, mostly waiting on it: in the second lane (tests/lanes.py)
 @pytest.mark.timeout(600)
 def test_footprint_tiny(tmp_path, stack):
     out = tmp_path / "f.json"
