@@ -61,7 +61,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, LoadSampler, machine, spread
+from common import ROOT, LoadSampler, committed_and_end, machine, spread
 
 from backend.contracts.control import STANDBY_NAME, STANDBY_READY
 from backend.netutil import wait_until
@@ -261,21 +261,6 @@ def start_log(path: Path, up: UpRun) -> list[str]:
     return lines()
 
 
-def produced(settings: Any, topic: str) -> int:
-    """The records in `topic` so far: the sum of its partitions' log ends."""
-    from confluent_kafka import TopicPartition
-
-    from backend.observer.reader import readonly_consumer
-
-    consumer = readonly_consumer(settings, "bench-footprint")
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
-                                                  cached=False)[1]
-                   for p in range(PARTITIONS))
-    finally:
-        consumer.close()
-
-
 def browser_cpu_seconds() -> float:
     """CPU seconds of this bench's Chromium processes (Playwright starts them under us)."""
     import psutil
@@ -289,14 +274,18 @@ def browser_cpu_seconds() -> float:
     return total
 
 
-def at_rest(up: UpRun, settings: Any, topic: str, window: float,
+def at_rest(up: UpRun, settings: Any, group: str, topic: str, window: float,
             browser: bool) -> dict[str, Any]:
     """Each role's share of one core over `window` s, the records produced meanwhile, and
     the stack's CPU per record (the browser's apart: it is not the stack's)."""
-    cpu0, n0, b0, j0, t0 = (up.cpu_seconds(), produced(settings, topic),
+
+    def produced() -> int:  # the topic's log ends, summed
+        return committed_and_end(settings, group, topic, PARTITIONS)[1]
+
+    cpu0, n0, b0, j0, t0 = (up.cpu_seconds(), produced(),
                             browser_cpu_seconds(), up.jit_seconds("spark"), time.monotonic())
     time.sleep(window)
-    cpu1, n1, b1, j1, dt = (up.cpu_seconds(), produced(settings, topic),
+    cpu1, n1, b1, j1, dt = (up.cpu_seconds(), produced(),
                             browser_cpu_seconds(), up.jit_seconds("spark"),
                             time.monotonic() - t0)
     pct = {role: round((cpu1[role] - cpu0[role]) / dt * 100, 1)
@@ -361,7 +350,8 @@ def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]
         up.marks.setdefault("standby ready", up.since())
         if args.rest:  # the default fleet (three replicas and the standby), nobody clicking
             time.sleep(args.rest_after)
-            result["at_rest"] = at_rest(up, settings, INPUT_TOPIC, args.rest, args.browser)
+            result["at_rest"] = at_rest(up, settings, DEFAULT_GROUP, INPUT_TOPIC, args.rest,
+                                         args.browser)
         if args.rest_only:
             result["ok"] = True
             return result
