@@ -137,3 +137,21 @@ def test_one_rebalance_per_episode_and_the_hour_window_forgets_old_ones():
     assert row.rebalances_last_hour == 2 and row.last_rebalance_ms == 4000
     row = model.update(reading(4000 + 3_600_001, {}, member("m1", 0, 1)), ENDS, {}, own=False)
     assert row.rebalances_last_hour == 0 and row.last_rebalance_ms == 4000
+
+
+def test_the_overview_raises_the_collectors_thresholds_and_never_lowers_them():
+    import gc
+
+    from backend.observer.overview import COLLECTOR_THRESHOLDS, relax_collector
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        relax_collector()
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS
+        higher = (COLLECTOR_THRESHOLDS[0] * 2, 5, 5)
+        gc.set_threshold(*higher)
+        relax_collector()
+        assert gc.get_threshold() == higher
+    finally:
+        gc.set_threshold(*before)
