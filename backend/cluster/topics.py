@@ -43,6 +43,11 @@ DEAD_LETTER_CONFIG: dict[str, str] = {
     # oversized input is dead-lettered as is, so allow a little more than the input limit
     "max.message.bytes": str(2 * 1024 * 1024),
 }
+# A share group's deltas: the whole history is its summaries' proof, kept a week like the
+# dead letters; one partition (contracts.deltas_topic).
+DELTAS_CONFIG: dict[str, str] = {"cleanup.policy": "delete",
+                                 "retention.ms": str(7 * 24 * 3600 * 1000)}
+DELTAS_PARTITIONS = 1
 # Events stay in one partition: one total order the observer can replay as a timeline.
 EVENTS_PARTITIONS = 1
 DEAD_LETTER_PARTITIONS = 1

@@ -20,6 +20,8 @@ from pydantic import TypeAdapter
 
 INPUT_TOPIC = "telemetry"
 DEFAULT_GROUP = "telemetry-summariser"
+# the share group (KIP-932) whose replicas summarise the same input beside the consumer group
+DEFAULT_SHARE_GROUP = "telemetry-queue"
 DEFAULT_PARTITIONS = 6
 
 
@@ -34,6 +36,13 @@ def summaries_topic(group: str) -> str:
 
 def dead_letter_topic(group: str) -> str:
     return f"{group}.dead-letters"
+
+
+def deltas_topic(group: str) -> str:
+    """A share group's per-batch, per-stream summary deltas (contracts.queue_summary), in the
+    order its replicas wrote them: one partition, since that order is what out-of-order
+    arrivals are counted against."""
+    return f"{group}.deltas"
 
 
 # ---- group types ------------------------------------------------------------------------
@@ -120,6 +129,7 @@ class EventType:
     STOPPED = "stopped"
     ERROR = "error"
     DEAD_LETTER = "dead_letter"
+    REDELIVERED = "redelivered"  # a share replica got records back (delivery count >= 2)
 
 
 @dataclass(frozen=True)

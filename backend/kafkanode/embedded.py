@@ -37,6 +37,12 @@ DEMO_GROUP_SETTINGS: dict[str, str] = {
     "group.share.session.timeout.ms": "6000",
     "group.share.min.heartbeat.interval.ms": "500",
     "group.share.heartbeat.interval.ms": "1000",
+    # a share group's records are locked to the member that took them for 5 s (Kafka: 30 s,
+    # at least 15 s), so a killed share replica's records come back to the others while the
+    # audience still watches; a record given out 5 times without an ACCEPT is archived
+    # (Kafka's default delivery limit, kept)
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": "5000",
     "group.streams.initial.rebalance.delay.ms": "0",
     "group.streams.min.session.timeout.ms": "1000",
     "group.streams.session.timeout.ms": "6000",

@@ -1,4 +1,5 @@
-"""`groupscope replica`: run one member of the consumer group."""
+"""`groupscope replica`: run one member of the consumer group, or with `--share` of the share
+group beside it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from backend.contracts import (
     AFTER_SUMMARY,
     COMMIT_MODES,
     DEFAULT_GROUP,
+    DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
     TRANSACTIONAL,
 )
@@ -31,11 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "micro-batches, keep per-stream summaries in a compacted changelog, and "
                     "publish telemetry events. SIGTERM stops gracefully.")
     p.add_argument("--id", required=True, metavar="NAME", help="replica name (= client.id)")
-    p.add_argument("--group", default=DEFAULT_GROUP)
+    p.add_argument("--group", default=None,
+                   help=f"default {DEFAULT_GROUP} ({DEFAULT_SHARE_GROUP} with --share)")
+    p.add_argument("--share", action="store_true",
+                   help="join a share group (KIP-932, queues: Preview in librdkafka) "
+                        "instead: members take records of the same partitions, each "
+                        "acknowledged once its summary is written; no ordering per stream")
     p.add_argument("--topic", default=INPUT_TOPIC)
     # no argparse choices: a wrong protocol is the one-line error of GroupChoice.parse
-    p.add_argument("--protocol", default=DEFAULT_PROTOCOL,
-                   help=f"{' or '.join(PROTOCOL_ASSIGNORS)} (KIP-848); default %(default)s")
+    p.add_argument("--protocol", default=None,
+                   help=f"{' or '.join(PROTOCOL_ASSIGNORS)} (KIP-848); default "
+                        f"{DEFAULT_PROTOCOL}")
     p.add_argument("--assignor", default=None, help="; ".join(
         f"{protocol}: {', '.join(assignors)} (default {assignors[0]})"
         for protocol, assignors in PROTOCOL_ASSIGNORS.items()))
@@ -152,8 +160,11 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
         return _standby(args)
     from backend.replica.membership import GroupChoice, MembershipConfigError
 
+    if args.share:
+        return _share_replica(args, spark)
+    args.group = args.group or DEFAULT_GROUP
     try:
-        choice = GroupChoice.parse(args.protocol, args.assignor)
+        choice = GroupChoice.parse(args.protocol or DEFAULT_PROTOCOL, args.assignor)
         if args.batch_ms <= 0 or args.batch_max <= 0:
             raise UserError("--batch-ms and --batch-max must be positive")
         if not args.id.strip():
@@ -194,3 +205,51 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
     except TopicError as exc:
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
+
+
+# the options that only mean something to a consumer group's member, with their defaults
+CONSUMER_GROUP_ONLY = {"protocol": None, "assignor": None, "commit": None,
+                       "exactly_once": False, "static": False, "max_rate": None,
+                       "feed": "typed", "standby": False}
+
+
+def _share_replica(args: argparse.Namespace, spark: SparkSummariser | None) -> int:
+    """`--share`: a share-group member (backend/replica/share_runner.py)."""
+    given = [f"--{k.replace('_', '-')}" for k, default in CONSUMER_GROUP_ONLY.items()
+             if getattr(args, k) != default]
+    if given:
+        print(f"groupscope replica: {', '.join(given)} apply to a consumer group, not to "
+              "--share (a share group acknowledges each record; it has no assignor, "
+              "commits or static members)", file=sys.stderr)
+        return 2
+    if not args.id.strip() or args.batch_max <= 0 or args.batch_ms <= 0:
+        print("groupscope replica: --id must not be empty, --batch-ms and --batch-max "
+              "positive", file=sys.stderr)
+        return 2
+    from backend.sparkclient.session import ENV_TOKEN
+
+    if args.spark_token:  # the session factory reads it from there, in this process only
+        os.environ[ENV_TOKEN] = args.spark_token
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
+    for noisy in ("py4j", "pyspark", "grpc"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from backend.cluster.properties import KafkaConfigError
+    from backend.cluster.settings import ClusterUnreachable, resolve_settings
+    from backend.cluster.topics import TopicError
+    from backend.proc import StopSignals
+    from backend.replica.share_runner import ShareReplica, ShareReplicaConfig
+
+    try:
+        settings = resolve_settings(args.bootstrap, args.kafka_config)
+        settings.check_reachable(timeout=15.0)
+        replica = ShareReplica(ShareReplicaConfig(
+            name=args.id, group=args.group or DEFAULT_SHARE_GROUP, topic=args.topic,
+            spark_remote=args.spark_remote, max_records=args.batch_max,
+            poll_s=args.batch_ms / 1000.0), settings, spark)
+        replica.setup()
+    except (KafkaConfigError, ClusterUnreachable, TopicError) as exc:
+        print(f"groupscope replica: {exc}", file=sys.stderr)
+        return 2
+    with StopSignals(on_stop=replica.stop):
+        replica.run()
+    return 0

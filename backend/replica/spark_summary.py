@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -361,6 +362,17 @@ class SparkSummariser:
             self.reset()
             raise
         return self.query(table, last_seqs, typed)
+
+    def collect(self, build: Callable[[Any], Any], rows: int) -> list[Any]:
+        """The rows of the query `build(session)` makes, over a batch of `rows` input rows,
+        in the execution mode for that size; a failure drops the session, as in `summarise`.
+        For queries other than the consumer group's batch (a share group's: share_spark)."""
+        try:
+            self._execution_for(rows)
+            return build(self.session()).collect()
+        except Exception:
+            self.reset()
+            raise
 
     def query(self, table: pa.Table, last_seqs: dict[str, int],
               typed: bool = False) -> BatchResult:

@@ -1,0 +1,35 @@
+"""A share group's own settings (KIP-932 group configs), set by the share replicas' set-up.
+
+A share group starts at the log end by default (`share.auto.offset.reset=latest`): a
+summariser that joined after the cars started would never see their first records, and the
+seq proof would call them lost. groupscope's share groups start at the earliest offset, as a
+consumer group without a commit does (`auto.offset.reset=earliest` in the replicas). The lock
+time and the delivery limit are the broker's (backend/kafkanode/embedded.py, demo settings).
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from backend.cluster.clients import quiet_admin
+from backend.cluster.settings import KafkaSettings
+from backend.cluster.topics import ADMIN_TIMEOUT_S, TopicError
+from backend.errors import one_line
+
+SHARE_GROUP_CONFIG: dict[str, str] = {"share.auto.offset.reset": "earliest"}
+
+
+def configure_share_group(settings: KafkaSettings, group: str) -> None:
+    """Set SHARE_GROUP_CONFIG on `group` (idempotent; the group need not exist yet)."""
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in SHARE_GROUP_CONFIG.items()])
+    admin = quiet_admin(settings)
+    for fut in admin.incremental_alter_configs([resource],
+                                               request_timeout=ADMIN_TIMEOUT_S).values():
+        try:
+            fut.result(ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise TopicError(f"cannot configure share group {group}: {one_line(exc)} "
+                             f"(needs ALTER_CONFIGS on the group)") from None

@@ -1,0 +1,249 @@
+"""A share-group replica (KIP-932, "queues"): the same Spark summariser, on a share consumer.
+
+Each poll's records are one batch, because a share consumer must acknowledge every record
+of a poll before it polls again (explicit acknowledgement mode). Per batch, in this order:
+
+1. Spark summarises it (share_spark): one `QueueDelta` per stream;
+2. the deltas go to the group's deltas topic and malformed records to its dead letters,
+   and the producer's flush confirms both (acks=all);
+3. only then are the records acknowledged: ACCEPT the summarised ones, REJECT the malformed
+   ones (they are in the dead letters), and the acknowledgements committed.
+
+A failure before step 3 (Spark down, a write refused) RELEASEs the batch: the broker hands
+those records out again (to this member or another) with a higher delivery count. A replica
+killed between steps 2 and 3 leaves records summarised but unacknowledged; they come back
+after the lock time and are summarised again, which the summaries count as duplicates,
+never as lost (contracts.queue_summary). A share replica keeps no state between batches:
+any member may take any record, so there is nothing to restore.
+
+librdkafka marks its share consumer "Preview"; so does groupscope.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import orjson
+from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
+
+from backend.cluster.settings import KafkaSettings
+from backend.cluster.share import configure_share_group
+from backend.cluster.topics import (
+    DEAD_LETTER_CONFIG,
+    DEAD_LETTER_PARTITIONS,
+    DELTAS_CONFIG,
+    DELTAS_PARTITIONS,
+    EVENTS_CONFIG,
+    EVENTS_PARTITIONS,
+    TopicSpec,
+    ensure,
+)
+from backend.contracts import (
+    DEFAULT_SHARE_GROUP,
+    INPUT_TOPIC,
+    EventType,
+    dead_letter_topic,
+    deltas_topic,
+    events_topic,
+)
+from backend.errors import one_line
+from backend.replica.batch import MicroBatch
+from backend.replica.deadletter import DeadLetter
+from backend.replica.share_spark import summarise_share
+from backend.replica.spark_summary import SparkSummariser
+from backend.replica.telemetry import Telemetry
+
+log = logging.getLogger("groupscope.replica")
+
+HEARTBEAT_S = 2.0
+BACKOFF_MAX_S = 10.0
+REDELIVERIES_NAMED = 5  # a `redelivered` event names this many records, counts the rest
+
+
+@dataclass(frozen=True)
+class ShareReplicaConfig:
+    name: str
+    group: str = DEFAULT_SHARE_GROUP
+    topic: str = INPUT_TOPIC
+    spark_remote: str | None = None
+    max_records: int = 5000  # records one poll may acquire (the share consumer's cap)
+    poll_s: float = 1.0  # how long a poll waits for records (--batch-ms)
+
+
+@dataclass
+class Polled:
+    """One poll's records as a batch, with what acknowledging them needs."""
+
+    batch: MicroBatch
+    messages: list  # the Message objects, to acknowledge
+    deliveries: dict[tuple[int, int], int]  # (partition, offset) -> delivery count
+
+
+class ShareReplica:
+    def __init__(self, cfg: ShareReplicaConfig, settings: KafkaSettings,
+                 spark: SparkSummariser | None = None) -> None:
+        self.cfg = cfg
+        self.settings = settings
+        self.spark = spark or SparkSummariser(cfg.spark_remote)
+        self.telemetry = Telemetry(settings, cfg.group, cfg.name)
+        self.stopping = False
+        self.processed = 0  # records acknowledged ACCEPT
+        self.rejected = 0  # records acknowledged REJECT (dead letters)
+        self.released = 0  # records given back after a failed batch
+        self.redelivered = 0  # records received with a delivery count >= 2
+        self.batches = 0
+        self._consumer: ShareConsumer | None = None
+        self._producer: Producer | None = None
+        self._failures = 0
+
+    # ---- set-up ----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """The group's topics and its start at the earliest offset (idempotent)."""
+        g = self.cfg.group
+        ensure(self.settings, [
+            TopicSpec(deltas_topic(g), DELTAS_PARTITIONS, None, DELTAS_CONFIG),
+            TopicSpec(dead_letter_topic(g), DEAD_LETTER_PARTITIONS, None, DEAD_LETTER_CONFIG),
+            TopicSpec(events_topic(g), EVENTS_PARTITIONS, None, EVENTS_CONFIG),
+        ])
+        configure_share_group(self.settings, g)
+
+    def _clients(self) -> tuple[ShareConsumer, Producer]:
+        if self._consumer is None:
+            self._consumer = ShareConsumer(self.settings.client_config(**{
+                "group.id": self.cfg.group, "client.id": self.cfg.name,
+                "share.acknowledgement.mode": "explicit",
+                "max.poll.records": self.cfg.max_records,
+            }))
+            self._consumer.subscribe([self.cfg.topic])
+            self._producer = Producer(self.settings.client_config(**{
+                "client.id": f"{self.cfg.name}-deltas", "acks": "all",
+                "enable.idempotence": True, "linger.ms": 5}))
+        assert self._producer is not None
+        return self._consumer, self._producer
+
+    # ---- the loop --------------------------------------------------------------------
+
+    def run(self, max_batches: int | None = None) -> None:
+        """Poll, summarise, write, acknowledge until `stop()` (or `max_batches` batches)."""
+        consumer, _ = self._clients()
+        self.telemetry.emit(EventType.STARTED, share=True, topic=self.cfg.topic)
+        last_beat = 0.0
+        try:
+            while not self.stopping and (max_batches is None or self.batches < max_batches):
+                polled = self._poll(consumer)
+                if polled is not None:
+                    self._handle(consumer, polled)
+                if time.monotonic() - last_beat >= HEARTBEAT_S:
+                    last_beat = time.monotonic()
+                    self.telemetry.emit(EventType.HEARTBEAT, share=True,
+                                        processed=self.processed, rejected=self.rejected,
+                                        released=self.released,
+                                        redelivered=self.redelivered)
+        finally:
+            self.close()
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    def _poll(self, consumer: ShareConsumer) -> Polled | None:
+        messages = [m for m in consumer.poll(self.cfg.poll_s) if m is not None]
+        batch, deliveries, good = MicroBatch(), {}, []
+        for m in messages:
+            if m.error() is not None:
+                log.warning("share poll: %s", one_line(m.error()))
+                continue
+            good.append(m)
+            batch.add(m.partition(), m.offset(), m.key(), m.value())
+            deliveries[(m.partition(), m.offset())] = m.delivery_count()
+        if not good:
+            return None
+        log.info("acquired %d records", len(good))
+        self._report_redeliveries(good)
+        return Polled(batch, good, deliveries)
+
+    def _handle(self, consumer: ShareConsumer, polled: Polled) -> None:
+        table, bad = polled.batch.to_typed_arrow()
+        dead = polled.batch.dead + bad
+        try:
+            counts = [polled.deliveries[(p, o)] for p, o in zip(
+                table.column("partition").to_pylist(), table.column("offset").to_pylist(),
+                strict=True)]
+            deltas, seconds = (summarise_share(self.spark, table, counts, self.cfg.name)
+                               if table.num_rows else ({}, 0.0))
+            self._write(deltas.values(), dead)
+        except Exception as exc:  # Spark or the broker: give the records back, back off
+            self._acknowledge(consumer, polled.messages, lambda _m: AcknowledgeType.RELEASE)
+            self.released += len(polled.messages)
+            self._failures += 1
+            wait = min(BACKOFF_MAX_S, 0.5 * 2 ** (self._failures - 1))
+            log.warning("share batch of %d records released (%s); retrying in %.1f s",
+                        len(polled.messages), one_line(exc), wait)
+            self.telemetry.emit(EventType.ERROR, error=one_line(exc)[:300], share=True)
+            time.sleep(wait)
+            return
+        self._failures = 0
+        rejected = {(d.partition, d.offset) for d in dead}
+        self._acknowledge(consumer, polled.messages,
+                          lambda m: AcknowledgeType.REJECT
+                          if (m.partition(), m.offset()) in rejected else AcknowledgeType.ACCEPT)
+        self.processed += len(polled.messages) - len(rejected)
+        self.rejected += len(rejected)
+        self.batches += 1
+        log.info("share batch: %d records, %d streams, Spark %.0f ms", table.num_rows,
+                 len(deltas), seconds * 1000)
+
+    def _write(self, deltas, dead: list[DeadLetter]) -> None:
+        """The batch's deltas and dead letters, durable before anything is acknowledged."""
+        _, producer = self._clients()
+        g = self.cfg.group
+        errors: list[str] = []
+
+        def delivered(err, _msg) -> None:
+            if err is not None:
+                errors.append(one_line(err))
+
+        for d in deltas:
+            producer.produce(deltas_topic(g), key=d.stream_id.encode(),
+                             value=orjson.dumps(d.to_dict()), on_delivery=delivered)
+        for d in dead:
+            producer.produce(dead_letter_topic(g), key=d.key, value=d.publish_value(),
+                             headers=d.headers(self.cfg.topic, self.cfg.name),
+                             on_delivery=delivered)
+        left = producer.flush(30)
+        if left or errors:
+            raise KafkaException(f"deltas not written: {errors[0] if errors else f'{left} left'}")
+
+    def _acknowledge(self, consumer: ShareConsumer, messages: list, kind) -> None:
+        for m in messages:
+            consumer.acknowledge(m, kind(m))
+        for tp, err in consumer.commit_sync(30).items():
+            if err is not None:  # the lock expired meanwhile: the record went to another
+                log.warning("acknowledgement of %s[%d] refused: %s", tp.topic, tp.partition,
+                            one_line(err))
+
+    def _report_redeliveries(self, messages: list) -> None:
+        again = [m for m in messages if m.delivery_count() >= 2]
+        if not again:
+            return
+        self.redelivered += len(again)
+        self.telemetry.emit(EventType.REDELIVERED, share=True, count=len(again), records=[
+            {"key": (m.key() or b"").decode(errors="replace"), "partition": m.partition(),
+             "offset": m.offset(), "delivery": m.delivery_count()}
+            for m in again[:REDELIVERIES_NAMED]])
+
+    def close(self) -> None:
+        """Leave the group (acquired, unacknowledged records are released at once)."""
+        self.telemetry.emit(EventType.STOPPED, share=True, processed=self.processed)
+        self.telemetry.flush()
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception as exc:  # closing must not hide why the loop ended
+                log.warning("share consumer close: %s", one_line(exc))
+        if self._producer is not None:
+            self._producer.flush(10)
+        self.spark.reset()
