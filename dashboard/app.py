@@ -37,13 +37,16 @@ status = st.Page(_PAGES / "status.py", title="Status", icon=":material/monitor_h
                  url_path="status")
 groups = st.Page(_PAGES / "groups.py", title="Groups", icon=":material/groups:",
                  url_path="groups")
+queues = st.Page(_PAGES / "queues.py", title="Queues", icon=":material/queue:",
+                 url_path="queues")
 
 if read_only_env():  # `groupscope watch`: no page with controls; every group first
     pages = [st.Page(_PAGES / "groups.py", title="Groups", icon=":material/groups:",
                      url_path="groups", default=True), watch, streams, timeline, status]
 else:
     pages = [st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:",
-                     url_path="live", default=True), groups, streams, timeline, watch, status]
+                     url_path="live", default=True), queues, groups, streams, timeline,
+             watch, status]
     # the Watch page's form repoints this server at any address and reads any file on it as
     # client.properties (a bad line is shown: the room's passcode file would be): presenter only
     if session_role() is not Role.PRESENTER:

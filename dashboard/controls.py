@@ -90,6 +90,9 @@ def show_answer(about: str = "") -> None:
 def _summary(label: str, result: object) -> str:
     # kill and stop answer before the process has exited, so say what was sent
     if isinstance(result, ReplicaInfo):
+        if label.startswith("kill") and "(share group)" in label:
+            return (f"SIGKILL sent (pid {result.pid}); the records it held come back to the "
+                    f"others after the lock time")
         if label.startswith("kill"):
             return (f"SIGKILL sent (pid {result.pid}); the group notices within its session "
                     f"timeout")

@@ -294,6 +294,26 @@ def _supervisor_poller(data_dir: str, interval_s: float) -> Poller:
     return Poller(f"supervisor:{data_dir}", probe, interval_s)
 
 
+def queue_poller(target: object, share_group: str, interval_s: float = 2.0) -> Poller:
+    """A share group's per-stream summaries (backend/observer/queue_tail.py), or the reason
+    they cannot be read."""
+    return _queue_poller(target, share_group, interval_s)
+
+
+@_cached
+def _queue_poller(target: object, share_group: str, interval_s: float) -> Poller:
+    tail: list = []  # made on the poller's thread at its first read, used only there
+
+    def probe():
+        if not tail:
+            from backend.observer.queue_tail import QueueTail
+
+            tail.append(QueueTail(target.settings(), share_group))  # type: ignore[attr-defined]
+        return tail[0].read()
+
+    return Poller(f"queue:{share_group}", probe, interval_s)
+
+
 def broker_poller(data_dir: str, interval_s: float = 1.0) -> Poller:
     """The brokers the supervisor runs (its broker control routes), for the broker buttons;
     an empty list from a supervisor that runs none."""

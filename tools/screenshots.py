@@ -21,6 +21,9 @@ README uses, into assets/screenshots/:
                          others, no lane unowned
   live-idle-warning.png  Live: scaled to one replica more than partitions (`ctl scale`), the
                          warning names the idle replica and that replica owns no lane
+  queues.png             Queues: share replicas scaled past the partitions (`ctl share
+                         scale`) beside the consumer group's, every share replica working,
+                         a consumer replica idle
   brokers.png            Status: the broker that led the most partitions killed (`ctl broker
                          kill`), shown down and leading none; it is started again afterwards
 
@@ -536,6 +539,27 @@ def live_shots(cam: Camera, partitions: int) -> None:
     cam.shoot(picture, f"Live: {n} replicas on {partitions} partitions, {who} idle")
 
 
+def queues_shot(cam: Camera, partitions: int) -> None:
+    """queues.png, after live_shots left the consumer group one replica past the partitions;
+    the share group gets as many replicas, and is scaled back to none after the picture."""
+    picture = "queues.png"
+    n = partitions + 1
+    cam.stack.control().share_scale(n)
+    cam.open("queues", picture)
+
+    def side_by_side() -> bool:
+        share, consumer = cam.text(".st-key-q-share"), cam.text(".st-key-q-consumer")
+        return (f"{n} replicas, {n} of them have summarised records" in share
+                and "1 idle" in consumer)
+
+    cam.until(picture, side_by_side, PAGE_S,
+              f"{n} share replicas all working beside an idle consumer replica, after `ctl "
+              f"share scale {n}`")
+    cam.shoot(picture, f"Queues: {n} share replicas all working on {partitions} partitions, "
+                       f"one consumer replica idle")
+    cam.stack.control().share_scale(0)
+
+
 def brokers_shot(cam: Camera) -> None:
     """brokers.png; the killed node is started again before the stack stops."""
     picture = "brokers.png"
@@ -636,8 +660,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         description="Make the README's screenshots from a real `groupscope up --brokers 3` "
                     "(free ports, a temporary data directory) in headless Chromium: "
                     "status.png, overview.png, share-group.png, live-after-kill.png, "
-                    "live-idle-warning.png, brokers.png. The room-*.png pictures need a "
-                    "second laptop (a network namespace) and come from the room tests. "
+                    "live-idle-warning.png, queues.png, brokers.png. The room-*.png "
+                    "pictures need a second laptop (a network namespace) and come from "
+                    "the room tests. "
                     "Takes several minutes; everything it starts is stopped on exit.")
     p.add_argument("--out", type=Path, default=OUT,
                    help=f"where the PNGs go (default {OUT.relative_to(REPO)})")
@@ -678,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
             status_shot(cam)
             groups_shots(cam)
             live_shots(cam, partitions)
+            queues_shot(cam, partitions)
             brokers_shot(cam)
     except (KeyboardInterrupt, Interrupted):
         code = 130

@@ -210,6 +210,20 @@ class ReplicaAction(Answer):
     pid: int | None = None
 
 
+class ShareStatus(Answer):
+    """The share group (KIP-932) whose replicas this supervisor runs beside the consumer
+    group, on the same topic: its members take records of the same partitions."""
+
+    group: str
+    replicas: tuple[ReplicaInfo, ...] = ()
+    group_state: str | None = None
+    members: int = Field(0, description="members the broker reports, external ones included")
+
+    @property
+    def running(self) -> tuple[ReplicaInfo, ...]:
+        return tuple(r for r in self.replicas if r.alive)
+
+
 class Status(Answer):
     """Everything `GET /status` returns."""
 
@@ -224,6 +238,7 @@ class Status(Answer):
     max_replicas: int
     broker_error: str | None = None
     recent: tuple[ReplicaAction, ...] = ()
+    share: ShareStatus | None = None
 
     @property
     def running(self) -> tuple[ReplicaInfo, ...]:

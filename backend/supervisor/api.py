@@ -234,6 +234,30 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
     def scale(body: ScaleRequest) -> ScaleAnswer:
         return ScaleAnswer(**supervisor.scale(body.replicas))
 
+    # the share group's replicas (KIP-932) beside the consumer group's, on the same topic
+    @app.post("/share/replicas", responses=CHANGE, summary="start one share-group replica "
+              "under the next free name", **changes)
+    def share_start(body: NoFields | None = None) -> ReplicaAnswer:
+        return ReplicaAnswer(replica=supervisor.share_action("start"))
+
+    def share_route(action: str, summary: str) -> None:
+        def act(name: str, body: NoFields | None = None) -> ReplicaAnswer:
+            return ReplicaAnswer(replica=supervisor.share_action(action, replica_name(name)))
+
+        app.post(f"/share/replicas/{{name}}/{action}", responses=CHANGE_NAMED,
+                 summary=summary, name=f"share_{action}", **changes)(act)
+
+    for action, summary in (("kill", "SIGKILL a share replica: its records come back after "
+                                     "the lock time"),
+                            ("stop", "SIGTERM: it leaves, releasing what it holds"),
+                            ("restart", "graceful stop, then start again")):
+        share_route(action, summary)
+
+    @app.post("/share/scale", responses=CHANGE, summary="start new share replicas or stop "
+              "the newest until N run", **changes)
+    def share_scale(body: ScaleRequest) -> ScaleAnswer:
+        return ScaleAnswer(**supervisor.share_scale(body.replicas))
+
     @app.post("/options", responses=OPTIONS, summary="protocol / assignor / exactly-once for "
               "new replicas", **changes)
     def options(body: OptionsRequest) -> OptionsAnswer:

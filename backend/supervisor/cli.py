@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from backend.cli_common import add_command, positive
-from backend.contracts import DEFAULT_GROUP, DEFAULT_PARTITIONS, INPUT_TOPIC
+from backend.contracts import (
+    DEFAULT_GROUP,
+    DEFAULT_PARTITIONS,
+    DEFAULT_SHARE_GROUP,
+    INPUT_TOPIC,
+)
 from backend.contracts.control import (
     BROKER_ACTIONS,
     BrokerNode,
@@ -21,6 +26,7 @@ from backend.contracts.control import (
     CapacityAnswer,
     FleetState,
     ReplicaOptions,
+    ShareStatus,
     Status,
 )
 
@@ -50,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     description=BACKEND)
     p.add_argument("--spark-remote", help="Spark Connect URL for the replicas (env SPARK_REMOTE)")
     p.add_argument("--group", default=DEFAULT_GROUP)
+    p.add_argument("--share-group", default=DEFAULT_SHARE_GROUP,
+                   help="the share group whose replicas `ctl share` starts beside the "
+                        "consumer group (default %(default)s; none runs until asked)")
     p.add_argument("--topic", default=INPUT_TOPIC)
     p.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
                    help="partitions of a topic created now (an existing one keeps its count)")
@@ -129,6 +138,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "restart with it").add_argument("max_rate", metavar="N|off")
     act("fleet", "start or stop the fleet simulator").add_argument(
         "fleet_action", choices=["start", "stop"])
+    q = act("share", "the share group's replicas (KIP-932, queues) beside the consumer "
+            "group's: start | kill NAME | stop NAME | restart NAME | scale N")
+    q.add_argument("share_action", choices=["start", "kill", "stop", "restart", "scale"])
+    q.add_argument("target", nargs="?", metavar="NAME|N")
     act("brokers", "the Kafka nodes this stack runs, and the controller quorum's leader")
     b = act("broker", "kill (SIGKILL), stop (SIGTERM) or start one Kafka node of the stack")
     b.add_argument("broker_action", choices=list(BROKER_ACTIONS))
@@ -194,7 +207,8 @@ def _backend(args: argparse.Namespace) -> int:
         spark_remote=spark_remote(args.spark_remote), replicas=args.replicas,
         fleet=args.fleet, streams=args.streams, rate=args.rate, port=port,
         options=options,
-        replica_command=command, stop_grace=args.stop_grace, standby=args.standby)
+        replica_command=command, stop_grace=args.stop_grace, standby=args.standby,
+        share_group=args.share_group)
     try:
         return SupervisorService(config, serve=ControlServer).run_foreground()
     except OSError as exc:
@@ -238,8 +252,8 @@ def _ctl(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         return _fail("ctl", "say what to do: status | start | kill NAME | stop NAME | "
                             "restart NAME | scale N | rate R | streams N | partitions P | "
-                            "options ... | capacity N|off | fleet start|stop | brokers | "
-                            "broker kill|stop|start ID")
+                            "options ... | capacity N|off | fleet start|stop | share ... | "
+                            "brokers | broker kill|stop|start ID")
     try:
         client = _client(args)
         out = _run_action(client, args)
@@ -279,11 +293,25 @@ def _run_action(client: ControlClient, args: argparse.Namespace) -> BaseModel:
         return client.set_capacity(None if off else _number(args.max_rate, "N", float))
     if a == "fleet":
         return client.fleet_start() if args.fleet_action == "start" else client.fleet_stop()
+    if a == "share":
+        return _share_action(client, args.share_action, args.target)
     if a == "brokers":
         return client.brokers()
     if a == "broker":
         return getattr(client, f"broker_{args.broker_action}")(_number(args.node, "ID", int))
     raise ValueError(f"unknown action {a}")
+
+
+def _share_action(client: ControlClient, action: str, target: str | None) -> BaseModel:
+    if action == "start":
+        if target is not None:
+            raise ValueError("share start takes no name (the next free one is used)")
+        return client.share_start()
+    if target is None:
+        raise ValueError(f"share {action} needs {'N' if action == 'scale' else 'a NAME'}")
+    if action == "scale":
+        return client.share_scale(_number(target, "N", int))
+    return getattr(client, f"share_{action}")(target)
 
 
 # ---- rendering ------------------------------------------------------------------------------
@@ -352,11 +380,28 @@ def render_status(st: Status, colour: bool = False) -> str:
         text = _paint_names(text, [r.colour for r in st.replicas] + [m.colour for m in st.external])
     out.append(text)
     out.append(_render_options(st.options))
+    if st.share is not None and st.share.replicas:
+        out.append(_render_share(st.share, colour))
     if st.fleet:
         out.append(_render_fleet(st.fleet))
     if st.broker_error:
         out.append(f"broker: {st.broker_error}")
     return "\n".join(out)
+
+
+def _render_share(share: ShareStatus, colour: bool) -> str:
+    """The share group's replicas: several may be assigned one partition."""
+    rows = [[r.name, r.state, str(r.pid or "-"), _uptime(r.started_at, r.ended_at),
+             "?" if r.member is None else ("yes" if r.member else "no"),
+             _parts(r.partitions), str(r.restarts),
+             (r.exit_signal or f"code {r.returncode}") if r.returncode is not None else "-"]
+            for r in share.replicas]
+    text = table(["NAME", "STATE", "PID", "UPTIME", "MEMBER", "PARTITIONS", "RESTARTS",
+                  "EXIT"], rows)
+    if colour:
+        text = _paint_names(text, [r.colour for r in share.replicas])
+    return (f"share group {share.group} ({share.group_state or '?'}): "
+            f"{len(share.running)} replicas running, {share.members} members\n{text}")
 
 
 def _delivery(exactly_once: bool) -> str:

@@ -139,6 +139,22 @@ class ControlClient:
     stop = partialmethod(_replica, "stop")
     restart = partialmethod(_replica, "restart")
 
+    # the share group's replicas: the same verbs under /share
+    def share_start(self) -> ReplicaInfo:
+        return self._call(ReplicaAnswer, "POST", "/share/replicas").replica
+
+    def _share(self, action: str, name: str) -> ReplicaInfo:
+        path = f"/share/replicas/{quote(name, safe='')}/{action}"
+        return self._call(ReplicaAnswer, "POST", path).replica
+
+    share_kill = partialmethod(_share, "kill")
+    share_stop = partialmethod(_share, "stop")
+    share_restart = partialmethod(_share, "restart")
+
+    def share_scale(self, replicas: int) -> ScaleAnswer:
+        return self._call(ScaleAnswer, "POST", "/share/scale",
+                          ScaleRequest.model_construct(replicas=replicas))
+
     def brokers(self) -> BrokersAnswer:
         """The nodes of the Kafka cluster the stack runs (refused, 409, when it runs none)."""
         return self._call(BrokersAnswer, "GET", "/brokers")

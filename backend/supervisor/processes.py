@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from backend.contracts import SHARE
 from backend.contracts.control import (
     MAX_REPLICAS,
     STANDBY_DELAY_S,
@@ -119,8 +120,15 @@ class LaunchConfig:
     # replica command itself, which speaks the standby's order (a stand-in need not)
     standby: bool = False
     standby_delay: float = STANDBY_DELAY_S
+    # members of a share group (`groupscope replica --share`): no protocol, assignor, commit
+    # mode or cap applies to them; their names are the consumer group's (another pool)
+    share: bool = False
 
     def argv(self, name: str, options: ReplicaOptions) -> list[str]:
+        if self.share:
+            return replica_argv(name, self.group, self.topic, self.bootstrap,
+                                kafka_config=self.kafka_config, spark_remote=self.spark_remote,
+                                command=self.command, extra=("--share", *self.extra_args))
         return replica_argv(name, self.group, self.topic, self.bootstrap,
                             protocol=options.protocol, assignor=options.assignor,
                             exactly_once=options.exactly_once, static=options.static,
@@ -158,6 +166,7 @@ class ReplicaProcess:
     reaped: bool = False
     timer: threading.Timer | None = None
     waiter: threading.Thread | None = None
+    share: bool = False  # a share group's member: none of `options` applies
 
     @property
     def pid(self) -> int:
@@ -177,7 +186,8 @@ class ReplicaProcess:
         return ReplicaInfo(
             name=self.name, colour=colour_for(self.name), state=self.state, pid=self.pid,
             started_at=self.started_at, ended_at=self.ended_at, returncode=self.returncode,
-            exit_signal=sig, protocol=self.options.protocol, assignor=self.options.assignor,
+            exit_signal=sig, protocol=SHARE if self.share else self.options.protocol,
+            assignor="" if self.share else self.options.assignor,
             exactly_once=self.options.exactly_once, static=self.options.static,
             max_rate=self.options.max_rate, restarts=self.restarts,
             crashes=self.crashes, forced=self.forced,
@@ -485,7 +495,8 @@ class ReplicaPool:
             raise PoolError(f"could not start replica {name}: {exc}") from None
         self._arm_standby()
         rec = ReplicaProcess(name=name, options=options, popen=popen, started_at=time.time(),
-                             log_file=log_file, restarts=restarts, crashes=crashes)
+                             log_file=log_file, restarts=restarts, crashes=crashes,
+                             share=self.config.share)
         self._records[name] = rec
         rec.waiter = threading.Thread(target=self._wait, args=(rec,), daemon=True,
                                       name=f"reaper-{name}")

@@ -25,7 +25,9 @@ from backend.contracts import (
     CLASSIC,
     DEFAULT_GROUP,
     DEFAULT_PARTITIONS,
+    DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
+    SHARE,
     summaries_topic,
 )
 from backend.contracts.control import (
@@ -38,6 +40,7 @@ from backend.contracts.control import (
     PartitionChange,
     ReplicaInfo,
     ReplicaOptions,
+    ShareStatus,
     Status,
 )
 from backend.errors import one_line
@@ -110,6 +113,7 @@ class ServiceConfig:
     max_replicas: int = MAX_REPLICAS
     stop_grace: float = DEFAULT_STOP_GRACE
     standby: bool = True  # a warm standby replica, with the replica command itself only
+    share_group: str = DEFAULT_SHARE_GROUP  # its replicas start only when asked
 
 
 class SupervisorService:
@@ -121,6 +125,7 @@ class SupervisorService:
         self.max_replicas = config.max_replicas
         self.token = generate_token()
         self.pool: ReplicaPool | None = None
+        self.share_pool: ReplicaPool | None = None
         self._serve = serve
         self.server: Endpoint | None = None
         self.fleet: Any = None
@@ -165,6 +170,16 @@ class SupervisorService:
                              and tuple(cfg.replica_command) == default_replica_command()),
                 options=cfg.options, max_replicas=cfg.max_replicas,
                 on_event=lambda e: log.info("replica %s: %s (pid %s)", e["replica"],
+                                            e["action"], e["pid"]))
+            self.share_pool = ReplicaPool(
+                LaunchConfig(group=cfg.share_group, topic=cfg.topic,
+                             bootstrap=cfg.settings.bootstrap, kafka_config=cfg.kafka_config,
+                             spark_remote=cfg.spark_remote, command=tuple(cfg.replica_command),
+                             log_dir=Path(cfg.data_dir) / "share-replicas",
+                             env={"GROUPSCOPE_DATA": str(Path(cfg.data_dir).resolve())},
+                             stop_grace=cfg.stop_grace, share=True),
+                max_replicas=cfg.max_replicas,
+                on_event=lambda e: log.info("share replica %s: %s (pid %s)", e["replica"],
                                             e["action"], e["pid"]))
             self.server = self._serve(self, self.token, port=cfg.port)
             self.server.start_background()
@@ -234,9 +249,10 @@ class SupervisorService:
         if self.server is not None:
             self.server.stop()
             self.server = None
-        if self.pool is not None:
-            left = deadline - time.monotonic() - FLEET_FLUSH_MIN_S
-            self.pool.shutdown(grace=max(0.5, min(self.config.stop_grace, left)))
+        for pool in (self.pool, self.share_pool):
+            if pool is not None:
+                left = deadline - time.monotonic() - FLEET_FLUSH_MIN_S
+                pool.shutdown(grace=max(0.5, min(self.config.stop_grace, left)))
         if self.fleet is not None:
             try:
                 self.fleet.stop(max(FLEET_FLUSH_MIN_S, deadline - time.monotonic()))
@@ -314,7 +330,31 @@ class SupervisorService:
                       replicas=tuple(replicas), external=tuple(external),
                       group_state=view.state if view else None, fleet=self._fleet_info(),
                       max_replicas=self.max_replicas, broker_error=error,
-                      recent=tuple(pool.recent()[-20:]))
+                      recent=tuple(pool.recent()[-20:]), share=self.share_status())
+
+    def share_status(self) -> ShareStatus | None:
+        """The share group's replicas, each marked as a member (and with the partitions it
+        is assigned) as the broker reports them; a group not asked yet is not an error."""
+        if self.share_pool is None:
+            return None
+        replicas = self.share_pool.replicas()
+        group = self.config.share_group
+        if not replicas:
+            return ShareStatus(group=group)
+        assert self._reader is not None
+        try:
+            answer = self._reader.describe([group], SHARE).get(group, "GROUP_ID_NOT_FOUND")
+        except Exception:
+            answer = "unavailable"
+        if isinstance(answer, str):
+            return ShareStatus(group=group, replicas=tuple(replicas))
+        by_client = {m.client_id: m for m in answer.members}
+        topic = self.config.topic
+        marked = tuple(_with_member(r, r.name in by_client,
+                                    by_client[r.name].partitions(topic)
+                                    if r.name in by_client else ()) for r in replicas)
+        return ShareStatus(group=group, replicas=marked, group_state=answer.state,
+                           members=len(answer.members))
 
     # ---- the embedded Kafka cluster's nodes -------------------------------------------------
 
@@ -393,6 +433,21 @@ class SupervisorService:
 
     def scale(self, n: int) -> dict[str, list[str]]:
         return self._changing().scale(n)
+
+    # ---- the share group's replicas ----------------------------------------------------------
+
+    def _share(self) -> ReplicaPool:
+        if self.share_pool is None:
+            raise PoolError("the supervisor is not running")
+        return self.share_pool
+
+    def share_action(self, action: str, name: str | None = None) -> ReplicaInfo:
+        """start (name None), kill, stop or restart a share replica."""
+        pool = self._share()
+        return pool.start() if name is None else getattr(pool, action)(name)
+
+    def share_scale(self, n: int) -> dict[str, list[str]]:
+        return self._share().scale(n)
 
     def set_options(self, protocol: str | None, assignor: str | None,
                     exactly_once: bool | None, static: bool | None = None) -> ReplicaOptions:

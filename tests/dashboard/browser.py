@@ -122,3 +122,24 @@ LANES_JS = """
 def lanes(page) -> list[dict]:
     """The Live page's partition lanes as the browser shows them."""
     return page.evaluate(LANES_JS) or []
+
+
+def button(page, key: str):
+    # a fragment rerun can briefly show the old and the new copy of a widget
+    return page.locator(f".st-key-{key} button").first
+
+
+def choose(page, key: str, option: str) -> None:
+    """Pick `option` in a selectbox; retried because a fragment rerun may close the list."""
+    box = page.locator(f".st-key-{key}").first
+
+    def shown() -> str:
+        return box.evaluate("el => (el.querySelector('input')?.value || '') + ' ' + el.innerText")
+
+    def chosen() -> bool:
+        if option not in shown().split():
+            box.click()
+            page.get_by_role("option", name=option, exact=True).first.click(timeout=5_000)
+        return option in shown().split()
+
+    wait_until(chosen, 30, what=f"{option} chosen in {key}")

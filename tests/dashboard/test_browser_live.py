@@ -9,6 +9,8 @@ import time
 
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
+from tests.dashboard.browser import button as _button
+from tests.dashboard.browser import choose as _choose
 from tests.dashboard.browser import lanes, supervisor, web_server
 
 SESSION_TIMEOUT_S = 6.0  # the replicas' session.timeout.ms
@@ -21,27 +23,6 @@ def _stable_owners(page, expect_owners: int) -> list[dict] | None:
             and "Stable" in page.inner_text("body")):
         return current
     return None
-
-
-def _button(page, key: str):
-    # a fragment rerun can briefly show the old and the new copy of a widget
-    return page.locator(f".st-key-{key} button").first
-
-
-def _choose(page, key: str, option: str) -> None:
-    """Pick `option` in a selectbox; retried because a fragment rerun may close the list."""
-    box = page.locator(f".st-key-{key}").first
-
-    def shown() -> str:
-        return box.evaluate("el => (el.querySelector('input')?.value || '') + ' ' + el.innerText")
-
-    def chosen() -> bool:
-        if option not in shown().split():
-            box.click()
-            page.get_by_role("option", name=option, exact=True).first.click(timeout=5_000)
-        return option in shown().split()
-
-    wait_until(chosen, 30, what=f"{option} chosen in {key}")
 
 
 def _shot(page, artifacts_dir, name: str) -> None:
