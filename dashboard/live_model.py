@@ -274,8 +274,8 @@ class FeedItem:
     ts: int
     replica: str
     stream: str | None
-    # received | revoked | assigned | lost | joined | left | crashed | error, and Kafka's own
-    # (CLUSTER_KINDS): broker (down / up) | leader | isr
+    # received | revoked | assigned | lost | joined | left | crashed | error | redelivered
+    # (a share replica's), and Kafka's own (CLUSTER_KINDS): broker (down / up) | leader | isr
     kind: str
     text: str
 
@@ -333,6 +333,21 @@ def _cluster_line(kind: str, who: tuple[int, ...],
     return None
 
 
+def redelivery_items(ev: Event) -> list[FeedItem]:
+    """A share replica's `redelivered` event: one line per record it names, and one for the
+    rest it only counts."""
+    named = [x for x in ev.fields.get("records") or [] if isinstance(x, dict)]
+    items = [FeedItem(ev.ts, ev.replica, str(x.get("key")), "redelivered",
+                      f"{x.get('key')} offset {x.get('offset')} (P{x.get('partition')}) "
+                      f"redelivered to {ev.replica}, delivery {x.get('delivery')}")
+             for x in named]
+    rest = int(ev.fields.get("count") or 0) - len(named)
+    if rest > 0:
+        items.append(FeedItem(ev.ts, ev.replica, None, "redelivered",
+                              f"{rest} more records redelivered to {ev.replica}"))
+    return items
+
+
 def feed_items(events: Iterable[Event], supervised: Sequence[object] = (),
                cluster: Iterable[ClusterEvent] = ()) -> list[FeedItem]:
     """The feed newest first, in the Quix wording, plus joins, leaves and crashes, and
@@ -362,6 +377,8 @@ def feed_items(events: Iterable[Event], supervised: Sequence[object] = (),
             items.append(FeedItem(ev.ts, r, None, "left", f"{r} stopped and left the group"))
         elif t == EventType.ERROR:
             items.append(FeedItem(ev.ts, r, None, "error", f"{r}: {ev.fields.get('error')}"))
+        elif t == EventType.REDELIVERED:  # a share replica got records back
+            items.extend(redelivery_items(ev))
     for info in supervised:
         ended = getattr(info, "ended_at", None)
         state = str(getattr(info, "state", ""))

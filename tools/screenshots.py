@@ -555,6 +555,7 @@ def queues_shot(cam: Camera, partitions: int) -> None:
     cam.until(picture, side_by_side, PAGE_S,
               f"{n} share replicas all working beside an idle consumer replica, after `ctl "
               f"share scale {n}`")
+    cam.scroll(".st-key-queue-lesson", margin=24)  # the lesson, the controls, both groups
     cam.shoot(picture, f"Queues: {n} share replicas all working on {partitions} partitions, "
                        f"one consumer replica idle")
     cam.stack.control().share_scale(0)

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also SIGKILL a Kafka node of the stack's cluster every 10-16 s and "
                         "start it again 5-9 s later (needs `groupscope broker --brokers 3`, "
                         "e.g. `up --brokers 3`)")
+    p.add_argument("--share", action="store_true",
+                   help="share-group replicas (queues, KIP-932) instead of a consumer group: "
+                        "verified from their deltas; a duplicate must be a redelivery")
     p.add_argument("--name", help="group/topic prefix (default chaos-<epoch seconds>)")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
 
@@ -63,6 +66,9 @@ def _chaos(args: argparse.Namespace) -> int:
         raise UserError("need --min-replicas <= --replicas <= --max-replicas")
     if args.every[0] > args.every[1]:
         raise UserError("--every MIN MAX needs MIN <= MAX")
+    if args.share and (args.exactly_once or args.assignor or args.broker_kills):
+        raise UserError("--share runs share-group replicas: --exactly-once, --assignor and "
+                        "--broker-kills apply to a consumer group")
     try:
         options = validate_options(args.protocol, args.assignor, args.exactly_once)
     except InvalidRequest as exc:
@@ -92,7 +98,8 @@ def _chaos(args: argparse.Namespace) -> int:
         partitions=args.partitions, start_replicas=args.replicas,
         min_replicas=args.min_replicas, max_replicas=args.max_replicas,
         every_s=tuple(args.every), seed=args.seed, options=options,
-        drain_timeout_s=args.drain_timeout, name=name, broker_kills=args.broker_kills)
+        drain_timeout_s=args.drain_timeout, name=name, broker_kills=args.broker_kills,
+        share=args.share)
     log_dir = Path(data_dir()) / "chaos" / name
     kafka_config = args.kafka_config or os.environ.get("GROUPSCOPE_KAFKA_CONFIG") or None
     report = ChaosRun(settings, remote, config, log_dir, kafka_config=kafka_config,

@@ -12,8 +12,14 @@ def rows(r: ChaosReport) -> list[tuple[str, str]]:
     mode = "exactly-once" if cfg.options.exactly_once else "at-least-once"
     dup_note = "" if v is None or not v.duplicates or cfg.options.exactly_once \
         else " (at-least-once: replays after crashes)"
+    kind = (f"share group, {v.redelivered if v else '-'} redelivered, "
+            f"{v.out_of_order if v else '-'} out of order" if cfg.share
+            else f"{cfg.options.protocol}/{cfg.options.assignor}, {mode}")
+    if cfg.share and v is not None and v.duplicates:
+        dup_note = (" (all of them redeliveries)" if not v.unexplained_duplicates
+                    else f" ({v.unexplained_duplicates} not explained by a redelivery)")
     out = [
-        ("group", f"{r.group} ({cfg.options.protocol}/{cfg.options.assignor}, {mode})"),
+        ("group", f"{r.group} ({kind})"),
         ("load", f"{cfg.rate:.0f} msg/s, {cfg.streams} streams, {cfg.partitions} partitions, "
                  f"{cfg.duration_s:.0f} s, seed {cfg.seed}"),
         ("replicas", f"{cfg.start_replicas} at start, between {cfg.min_replicas} and "
@@ -58,7 +64,7 @@ def to_dict(r: ChaosReport) -> dict[str, Any]:
         "config": {"duration_s": cfg.duration_s, "rate": cfg.rate, "streams": cfg.streams,
                    "partitions": cfg.partitions, "start_replicas": cfg.start_replicas,
                    "min_replicas": cfg.min_replicas, "max_replicas": cfg.max_replicas,
-                   "seed": cfg.seed, "broker_kills": cfg.broker_kills,
+                   "seed": cfg.seed, "broker_kills": cfg.broker_kills, "share": cfg.share,
                    **cfg.options.model_dump()},
         "actions": r.done, "skipped": r.skipped, "rebalances": r.rebalances,
         "produced": None if v is None else v.produced,
@@ -66,6 +72,8 @@ def to_dict(r: ChaosReport) -> dict[str, Any]:
         "lost": None if v is None else v.lost,
         "duplicates": None if v is None else v.duplicates,
         "unexpected": None if v is None else v.unexpected,
+        "redelivered": None if v is None else v.redelivered,
+        "out_of_order": None if v is None else v.out_of_order,
         "longest_processing_gap_s": r.longest_stall_s,
         "longest_rebalance_gap_s": r.longest_rebalance_gap_s,
         "max_lag": r.max_lag, "drain_s": r.drain_s,

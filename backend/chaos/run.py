@@ -27,13 +27,15 @@ from backend.chaos.schedule import (
     broker_plan,
     plan,
 )
-from backend.chaos.verify import Verdict, judge, read_summaries
+from backend.chaos.verify import Verdict, judge, judge_share, read_summaries
 from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import ensure_topics
+from backend.cluster.share import ensure_share_group
+from backend.cluster.topics import TopicSpec, ensure, ensure_topics
 from backend.contracts import Snapshot
 from backend.contracts.control import ReplicaOptions
 from backend.fleet.simulator import FleetSimulator
 from backend.observer.observer import Observer
+from backend.observer.queue_tail import QueueTail
 from backend.supervisor.processes import LaunchConfig, PoolError, ReplicaPool
 
 log = logging.getLogger("groupscope.chaos")
@@ -55,6 +57,7 @@ class ChaosConfig:
     batch_ms: int = 500
     name: str = ""  # group/topic suffix; default: chaos-<epoch seconds>
     broker_kills: bool = False  # also SIGKILL and restart Kafka nodes (needs `brokers`)
+    share: bool = False  # share-group replicas (`replica --share`) instead of a consumer group
 
 
 @dataclass
@@ -80,6 +83,8 @@ class ChaosReport:
             return False
         if v.lost or v.unexpected:
             return False
+        if self.config.share:  # a duplicate is a redelivery summarised twice, never more
+            return v.unexplained_duplicates == 0
         return not (self.config.options.exactly_once and v.duplicates)
 
 
@@ -108,14 +113,17 @@ class ChaosRun:
         self.settings = settings
         self.config = config
         name = config.name or f"chaos-{int(time.time())}"
-        self.group, self.topic = f"{name}-group", f"{name}-telemetry"
+        self.group = f"{name}-queue" if config.share else f"{name}-group"
+        self.topic = f"{name}-telemetry"
         self.progress = progress
         self.rng = random.Random(config.seed)
         self.pool = ReplicaPool(
             LaunchConfig(group=self.group, topic=self.topic, bootstrap=settings.bootstrap,
                          kafka_config=kafka_config, spark_remote=spark_remote,
                          extra_args=("--batch-ms", str(config.batch_ms)), log_dir=log_dir,
-                         standby=True),  # started replicas come from a warm standby, as in the demo
+                         # started replicas come from a warm standby, as in the demo (a
+                         # consumer group's: the standby speaks only that replica's order)
+                         standby=not config.share, share=config.share),
             options=config.options, max_replicas=max(config.max_replicas, 1) + 4)
         self.monitor = RunMonitor()
         kinds = (KILL, STOP, START, SCALE) + ((BROKER_KILL, BROKER_START)
@@ -128,8 +136,12 @@ class ChaosRun:
 
     def execute(self) -> ChaosReport:
         cfg = self.config
-        ensure_topics(self.settings, group=self.group, topic=self.topic,
-                      partitions=cfg.partitions)
+        if cfg.share:  # the input topic, then the share group's own (before a record exists)
+            ensure(self.settings, [TopicSpec(self.topic, cfg.partitions, None)])
+            ensure_share_group(self.settings, self.group)
+        else:
+            ensure_topics(self.settings, group=self.group, topic=self.topic,
+                          partitions=cfg.partitions)
         actions = plan(cfg.duration_s, cfg.seed, cfg.start_replicas, cfg.min_replicas,
                        cfg.max_replicas, cfg.every_s)
         if cfg.broker_kills:
@@ -154,11 +166,15 @@ class ChaosRun:
             self._ensure_one_replica()
             stats = fleet.stop()
             self.progress(f"chaos: produced {stats.delivered} messages; draining")
-            drain_s = self._drain(observer)
+            produced = dict(stats.next_seq)
+            if cfg.share:
+                drain_s, verdict = self._drain_share(produced)
+            else:
+                drain_s = self._drain(observer)
+                if drain_s is not None:
+                    verdict = judge(produced, read_summaries(self.settings, self.group))
             if drain_s is None:
                 error = f"the group did not catch up within {cfg.drain_timeout_s:.0f}s"
-            else:
-                verdict = judge(dict(stats.next_seq), read_summaries(self.settings, self.group))
         finally:
             if stats is None:
                 stats = fleet.stop()
@@ -248,6 +264,28 @@ class ChaosRun:
     def _lag(observer: Observer) -> int:
         snap = observer.latest()
         return snap.total_lag if snap is not None else -1
+
+    def _drain_share(self, produced: dict[str, int]) -> tuple[float | None, Verdict | None]:
+        """Seconds until the share group's deltas hold every produced seq of every stream
+        (a share group has no committed offset to wait for), and the verdict then; (None,
+        the verdict so far) when the drain timeout passes first."""
+        t0 = time.monotonic()
+        tail = QueueTail(self.settings, self.group)
+        next_note = 0.0
+        try:
+            while True:
+                verdict = judge_share(produced, tail.read(budget_s=1.0))
+                waited = time.monotonic() - t0
+                if verdict.lost == 0:
+                    return round(waited, 2), verdict
+                if waited >= self.config.drain_timeout_s:
+                    return None, verdict
+                if waited >= next_note:
+                    next_note = waited + 10
+                    self.progress(f"chaos: draining, {verdict.lost} records not summarised yet")
+                time.sleep(0.25)
+        finally:
+            tail.close()
 
     def _drain(self, observer: Observer) -> float | None:
         """Seconds until every input partition's committed offset reaches its end, or None.

@@ -15,6 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import summaries_topic
+from backend.contracts.queue_summary import QueueSummary
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class StreamVerdict:
     lost: int
     duplicates: int
     unexpected: int  # seqs beyond what the fleet says it produced (should never happen)
+    redelivered: int = 0  # share group: records summarised on a second or later delivery
+    out_of_order: int = 0  # share group: summarised after a higher seq of the stream
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,13 @@ class Verdict:
     lost = property(lambda self: self.total("lost"))
     duplicates = property(lambda self: self.total("duplicates"))
     unexpected = property(lambda self: self.total("unexpected"))
+    redelivered = property(lambda self: self.total("redelivered"))
+    out_of_order = property(lambda self: self.total("out_of_order"))
+
+    @property
+    def unexplained_duplicates(self) -> int:
+        """Share group: streams' duplicates beyond their redeliveries (a duplicate needs one)."""
+        return sum(max(0, s.duplicates - s.redelivered) for s in self.streams)
 
 
 def judge(produced: dict[str, int], summaries: dict[str, dict]) -> Verdict:
@@ -60,6 +70,25 @@ def judge(produced: dict[str, int], summaries: dict[str, dict]) -> Verdict:
             duplicates=dups,
             unexpected=max(0, last_seq + 1 - n),
         ))
+    return Verdict(tuple(out))
+
+
+def judge_share(produced: dict[str, int], queue: dict[str, QueueSummary]) -> Verdict:
+    """The same verdict for a share group, from its folded deltas (the set of seqs seen):
+    a duplicate there is a record summarised twice, which only a redelivery can cause
+    (`redelivered` bounds it)."""
+    out = []
+    for stream in sorted(set(produced) | set(queue)):
+        n = produced.get(stream, 0)
+        q = queue.get(stream)
+        if q is None:
+            out.append(StreamVerdict(stream, n, 0, n, 0, 0))
+            continue
+        seen = q.seqs.count_below(n)
+        out.append(StreamVerdict(stream_id=stream, produced=n, processed=q.count,
+                                 lost=n - seen, duplicates=q.duplicates,
+                                 unexpected=q.distinct - seen, redelivered=q.redelivered,
+                                 out_of_order=q.out_of_order))
     return Verdict(tuple(out))
 
 

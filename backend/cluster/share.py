@@ -14,7 +14,19 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from backend.cluster.clients import quiet_admin
 from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import ADMIN_TIMEOUT_S, TopicError
+from backend.cluster.topics import (
+    ADMIN_TIMEOUT_S,
+    DEAD_LETTER_CONFIG,
+    DEAD_LETTER_PARTITIONS,
+    DELTAS_CONFIG,
+    DELTAS_PARTITIONS,
+    EVENTS_CONFIG,
+    EVENTS_PARTITIONS,
+    TopicError,
+    TopicSpec,
+    ensure,
+)
+from backend.contracts import dead_letter_topic, deltas_topic, events_topic
 from backend.errors import one_line
 
 SHARE_GROUP_CONFIG: dict[str, str] = {"share.auto.offset.reset": "earliest"}
@@ -33,3 +45,14 @@ def configure_share_group(settings: KafkaSettings, group: str) -> None:
         except KafkaException as exc:
             raise TopicError(f"cannot configure share group {group}: {one_line(exc)} "
                              f"(needs ALTER_CONFIGS on the group)") from None
+
+
+def ensure_share_group(settings: KafkaSettings, group: str) -> None:
+    """A share group's own topics (deltas, dead letters, events) and its settings; the input
+    topic is the consumer group's. Idempotent: every share replica calls it at its start."""
+    ensure(settings, [
+        TopicSpec(deltas_topic(group), DELTAS_PARTITIONS, None, DELTAS_CONFIG),
+        TopicSpec(dead_letter_topic(group), DEAD_LETTER_PARTITIONS, None, DEAD_LETTER_CONFIG),
+        TopicSpec(events_topic(group), EVENTS_PARTITIONS, None, EVENTS_CONFIG),
+    ])
+    configure_share_group(settings, group)

@@ -29,24 +29,13 @@ import orjson
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 
 from backend.cluster.settings import KafkaSettings
-from backend.cluster.share import configure_share_group
-from backend.cluster.topics import (
-    DEAD_LETTER_CONFIG,
-    DEAD_LETTER_PARTITIONS,
-    DELTAS_CONFIG,
-    DELTAS_PARTITIONS,
-    EVENTS_CONFIG,
-    EVENTS_PARTITIONS,
-    TopicSpec,
-    ensure,
-)
+from backend.cluster.share import ensure_share_group
 from backend.contracts import (
     DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
     EventType,
     dead_letter_topic,
     deltas_topic,
-    events_topic,
 )
 from backend.errors import one_line
 from backend.replica.batch import MicroBatch
@@ -102,13 +91,7 @@ class ShareReplica:
 
     def setup(self) -> None:
         """The group's topics and its start at the earliest offset (idempotent)."""
-        g = self.cfg.group
-        ensure(self.settings, [
-            TopicSpec(deltas_topic(g), DELTAS_PARTITIONS, None, DELTAS_CONFIG),
-            TopicSpec(dead_letter_topic(g), DEAD_LETTER_PARTITIONS, None, DEAD_LETTER_CONFIG),
-            TopicSpec(events_topic(g), EVENTS_PARTITIONS, None, EVENTS_CONFIG),
-        ])
-        configure_share_group(self.settings, g)
+        ensure_share_group(self.settings, self.cfg.group)
 
     def _clients(self) -> tuple[ShareConsumer, Producer]:
         if self._consumer is None:

@@ -78,3 +78,39 @@ def test_cli_refuses_bad_bounds_and_a_missing_engine_in_one_line(kafka) -> None:
     nothing = run("--spark-remote", "sc://127.0.0.1:9")
     assert nothing.returncode == 2 and "nothing is listening" in nothing.stderr
     assert "Traceback" not in nothing.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_share_replicas_lose_nothing_under_kills_stops_and_scaling(kafka, spark_remote,
+                                                                    artifacts_dir, unique):
+    r = _run(kafka, spark_remote, artifacts_dir, unique, duration_s=30.0, seed=4, share=True)
+    assert r.error is None and r.drain_s is not None
+    assert r.done["kill"] >= 1
+    v = r.verdict
+    assert v is not None and v.produced >= 0.8 * 30 * 300
+    assert (v.lost, v.unexpected) == (0, 0)
+    assert v.redelivered > 0  # a SIGKILLed member held records: they came back
+    assert v.unexplained_duplicates == 0  # a record summarised twice was a redelivery
+    assert v.processed == v.produced + v.duplicates
+    assert r.ok and "share group" in render(r)
+
+
+def test_a_share_report_fails_on_a_duplicate_no_redelivery_explains() -> None:
+    from backend.chaos.verify import judge_share
+    from backend.contracts.queue_summary import QueueDelta, SeqRanges, fold_deltas
+
+    twice = fold_deltas([QueueDelta("car-01", 0, "ada", 3, SeqRanges.of([(0, 2)])),
+                         QueueDelta("car-01", 0, "bruno", 1, SeqRanges.of([(2, 2)]))])
+    report = ChaosReport(config=ChaosConfig(share=True), group="g", topic="t",
+                         done={"kill": 1}, skipped=0, rebalances=0, longest_stall_s=0.0,
+                         longest_rebalance_gap_s=0.0, max_lag=0, drain_s=1.0,
+                         verdict=judge_share({"car-01": 3}, twice), producer_failures=0)
+    assert report.verdict.duplicates == 1 and report.verdict.lost == 0
+    assert not report.ok and "not explained by a redelivery" in render(report)
+    redelivered = fold_deltas([QueueDelta("car-01", 0, "ada", 3, SeqRanges.of([(0, 2)])),
+                               QueueDelta("car-01", 0, "bruno", 1, SeqRanges.of([(2, 2)]),
+                                          deliveries={2: 1})])
+    ok = ChaosReport(**{**report.__dict__,
+                        "verdict": judge_share({"car-01": 3}, redelivered)})
+    assert ok.ok and to_dict(ok)["redelivered"] == 1

@@ -375,3 +375,19 @@ def test_a_streams_groups_cards_list_tasks_and_a_member_with_tasks_is_not_idle()
     assert "active 0_2, 0_10 · standby 1_0" in html and "warmup 0_1" in html
     assert 'data-tasks="0_10 active,0_2 active,1_0 standby"' in html
     assert 'data-replica="chloe"' in html and "msg/s" not in html
+
+
+def test_a_share_replicas_redeliveries_are_feed_lines_naming_car_offset_and_delivery():
+    from backend.contracts import Event
+
+    ev = Event(ts=5, group="q", replica="bruno", type="redelivered", fields={
+        "share": True, "count": 7, "records": [
+            {"key": "car-04", "partition": 1, "offset": 1233, "delivery": 2},
+            {"key": "car-05", "partition": 0, "offset": 40, "delivery": 3}]})
+    items = lm.feed_items([ev])
+    texts = [i.text for i in items]
+    assert "car-04 offset 1233 (P1) redelivered to bruno, delivery 2" in texts
+    assert "car-05 offset 40 (P0) redelivered to bruno, delivery 3" in texts
+    assert "5 more records redelivered to bruno" in texts
+    assert {i.kind for i in items} == {"redelivered"}
+    assert [i.stream for i in items if i.stream] == ["car-04", "car-05"]
