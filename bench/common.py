@@ -172,12 +172,17 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> None:
 
 def replica_cmd(name: str, group: str, topic: str, bootstrap: str, spark_remote: str,
                 exactly_once: bool = False, protocol: str = "classic",
-                assignor: str | None = None, batch_max: int | None = None) -> list[str]:
+                assignor: str | None = None, batch_max: int | None = None,
+                share: bool = False) -> list[str]:
+    """A replica's command line; `share`: a share group's member (no protocol options)."""
     from backend.supervisor.processes import replica_argv
 
+    extra = ("--batch-max", str(batch_max)) if batch_max else ()
+    if share:
+        return replica_argv(name, group, topic, bootstrap, spark_remote=spark_remote,
+                            extra=("--share", *extra))
     return replica_argv(name, group, topic, bootstrap, protocol=protocol, assignor=assignor,
-                        exactly_once=exactly_once, spark_remote=spark_remote,
-                        extra=("--batch-max", str(batch_max)) if batch_max else ())
+                        exactly_once=exactly_once, spark_remote=spark_remote, extra=extra)
 
 
 def rss_mb(pid: int) -> float:

@@ -7,9 +7,14 @@ same loop with a plain-Python per-stream summary, and a Quix Streams app computi
 summary in its RocksDB state — each at-least-once and exactly-once. "Processed" means the
 group's committed offsets reached the log end; the rate is measured from the first commit
 to the last, so process and Spark start-up are excluded (reported apart as `first_commit_s`).
+The `share` variant runs `groupscope replica --share` processes in a share group (KIP-932,
+at-least-once only: `--share-replicas`, e.g. more than the partitions); a share group commits
+no offset, so "processed" there means its deltas hold every produced seq, and the first
+commit is the first delta.
 
     .venv/bin/python bench/throughput.py [--messages 200000] [--partitions 6] [--streams 12]
         [--replicas 1,2,3] [--repeats 3] [--modes alo,eos] [--variants groupscope,raw,rawsum,quix]
+        [--share-replicas 1,2,8]
         [--quix-python PATH] [--bootstrap H:P] [--spark-remote URL] [--json PATH]
 """
 
@@ -115,10 +120,51 @@ def measure(settings, group: str, topic: str, partitions: int, procs: list,
             "messages": end}
 
 
+def measure_share(settings, group: str, produced: dict[str, int], procs: list,
+                  timeout: float) -> dict:
+    """`measure` for a share group: its deltas (folded in order) until they hold every
+    produced seq; the rate from the first delta to the last needed."""
+    from backend.chaos.verify import judge_share
+    from backend.observer.queue_tail import QueueTail
+
+    total = sum(produced.values())
+    t0 = time.monotonic()
+    first = done = None
+    tail = QueueTail(settings, group)
+    verdict = None
+    try:
+        while time.monotonic() - t0 < timeout:
+            verdict = judge_share(produced, tail.read(budget_s=0.25))
+            now = time.monotonic()
+            seen = total - verdict.lost
+            if seen > 0 and first is None:
+                first = (now, seen)
+            if verdict.lost == 0:
+                done = now
+                break
+            if any(p.poll() is not None for p in procs):
+                break
+    finally:
+        tail.close()
+    if first is None or done is None or verdict is None:
+        return {"ok": False, "elapsed_s": round(time.monotonic() - t0, 1)}
+    rate = (total - first[1]) / (done - first[0]) if done > first[0] else total / (done - t0)
+    return {"ok": True, "rate": round(rate, 1), "wall_rate": round(total / (done - t0), 1),
+            "first_commit_s": round(first[0] - t0, 2), "total_s": round(done - t0, 2),
+            "messages": total,
+            "summaries": {"streams": len(verdict.streams), "lost": verdict.lost,
+                          "duplicates": verdict.duplicates, "unexpected": verdict.unexpected,
+                          "redelivered": verdict.redelivered,
+                          "out_of_order": verdict.out_of_order,
+                          "exact": verdict.lost == 0 and verdict.unexpected == 0
+                          and verdict.unexplained_duplicates == 0}}
+
+
 ROLES = {"EmbeddedBroker": "broker", "SparkConnectServer": "spark"}  # Stack.pids() kinds
 # the roles whose CPU a variant's messages cost: the others leave Spark idle (its background
 # work is not theirs to pay)
-COSTED = {"groupscope": ("consumers", "broker", "spark")}
+COSTED = {"groupscope": ("consumers", "broker", "spark"),
+          "share": ("consumers", "broker", "spark")}
 COSTED_DEFAULT = ("consumers", "broker")
 
 
@@ -141,6 +187,9 @@ def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, parti
     if variant == "groupscope":
         cmds = [replica_cmd(f"r{i}", group, topic, b, stack.spark_remote, exactly_once=eos)
                 for i in range(n)]
+    elif variant == "share":
+        cmds = [replica_cmd(f"s{i}", group, topic, b, stack.spark_remote, share=True)
+                for i in range(n)]
     elif variant in ("raw", "rawsum"):
         cmds = [[sys.executable, __file__, "--_raw", b, group, topic, mode,
                  "1" if variant == "rawsum" else "0"]]
@@ -152,7 +201,9 @@ def run_variant(stack: Stack, variant: str, n: int, eos: bool, topic: str, parti
     before = {role: cpu_s(pid) for role, pid in servers.items()}
     procs = [spawn(c, logs / f"{group}-{i}.log") for i, c in enumerate(cmds)]
     try:
-        r = measure(stack.settings, group, topic, partitions, procs, args.timeout)
+        r = (measure_share(stack.settings, group, produced, procs, args.timeout)
+             if variant == "share" else
+             measure(stack.settings, group, topic, partitions, procs, args.timeout))
         used = {"consumers": sum(cpu_s(p.pid) for p in procs),
                 **{role: cpu_s(pid) - before[role] for role, pid in servers.items()}}
     finally:
@@ -208,6 +259,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--modes", default="alo,eos")
     ap.add_argument("--variants", default="groupscope,raw,rawsum,quix")
+    ap.add_argument("--share-replicas", default="1,2,8",
+                    help="replica counts of the share variant (default 1,2,8: more than the "
+                         "partitions)")
     ap.add_argument("--quix-python", type=Path, default=QUIX_PYTHON)
     ap.add_argument("--timeout", type=float, default=600.0)
     add_stack_args(ap)
@@ -222,7 +276,8 @@ def main() -> int:
 
     results: list[dict] = []
     with Stack(args.bootstrap, args.spark_remote,
-               need_spark="groupscope" in variants) as stack, LoadSampler() as load:
+               need_spark=bool({"groupscope", "share"} & set(variants))) as stack, \
+            LoadSampler() as load:
         topic = f"bench-tput-{int(time.time())}"
         ensure_topics(stack.settings, group="bench-tput", topic=topic,
                       partitions=args.partitions)
@@ -235,12 +290,14 @@ def main() -> int:
         produced = dict(sim.stats().next_seq)  # stream -> messages, seqs 0..n-1
         print(f"prefilled {args.messages} messages in {time.monotonic() - t:.1f} s",
               flush=True)
+        counts = {"groupscope": args.replicas, "share": args.share_replicas}
         plan = [(v, n) for v in variants
-                for n in ([int(x) for x in args.replicas.split(",")]
-                          if v == "groupscope" else [1])]
+                for n in ([int(x) for x in counts[v].split(",")] if v in counts else [1])]
         for rep in range(args.repeats):  # interleaved: drift in load hits every variant
             for mode in args.modes.split(","):
                 for v, n in plan:
+                    if v == "share" and mode == "eos":
+                        continue  # a share group acknowledges; it has no transactions
                     r = run_variant(stack, v, n, mode == "eos", topic, args.partitions, rep,
                                     args, produced)
                     print(json.dumps(r), flush=True)
@@ -256,6 +313,8 @@ def main() -> int:
                 and r["ok"]]
         quix_med = spread(quix)["median"] if quix else None
         for v, n in plan:
+            if v == "share" and mode == "eos":
+                continue  # not run: see the plan above
             rates = [r["rate"] for r in results if (r["variant"], r["replicas"], r["mode"])
                      == (v, n, mode) and r["ok"]]
             walls = [r["wall_rate"] for r in results if (r["variant"], r["replicas"], r["mode"])

@@ -24,7 +24,6 @@ def summariser(spark_remote):
         s.reset()
 
 
-@pytest.mark.spark
 def test_a_share_batch_gives_each_streams_seqs_disorder_and_deliveries(summariser):
     rng = random.Random(7)
     # car-01: 0..39 with 12..15 missing (in flight elsewhere), shuffled; seq 3 twice (a
