@@ -21,6 +21,14 @@ assignment = target) for a second before the next repetition; that join is timed
 process start included). The kill-9 times are bounded below by the session timeout: classic
 members ask for 6 s (replica config), KIP-848 sessions are the broker's 6 s (demo settings).
 
+`--assignors share` runs three share-group replicas (`groupscope replica --share`, KIP-932)
+instead, and signals one the moment it has taken records (its log says "acquired"). A share
+group does not move partitions, so the columns mean: `a` the broker's describe without the
+victim; `recv` the next records a survivor summarises (the group does not pause); `c` the
+first of the victim's records summarised by a survivor (delivery 2: after the 5 s lock, or at
+once when SIGTERM let it release them); `moved` how many came back so. Times are when the
+share group's deltas topic showed them.
+
     .venv/bin/python bench/rebalance.py [--reps 5] [--events kill,stop]
         [--assignors range,roundrobin,cooperative-sticky,kip848-uniform,kip848-range]
         [--streams 24] [--rate 200] [--partitions 6] [--observer-interval 0.25]
@@ -66,6 +74,7 @@ ASSIGNORS: dict[str, tuple[str, str]] = {
     "kip848-uniform": ("consumer", "uniform"),
     "kip848-range": ("consumer", "range"),
 }
+SHARE = "share"  # --assignors share: a share group's replicas (run_share)
 EVENTS = {"kill": signal.SIGKILL, "stop": signal.SIGTERM}
 DESCRIBE_EVERY_S = 0.1
 MEASURE_TIMEOUT_S = 60.0  # a, b and c must all be seen within this
@@ -338,6 +347,117 @@ def run_assignor(stack: Stack, key: str, args: argparse.Namespace) -> list[dict[
     return rows
 
 
+def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The share group's rows (module docstring): three share replicas, each repetition
+    signalling the oldest while it holds records, then a replacement."""
+    from backend.cluster.share import ensure_share_group
+    from backend.cluster.topics import TopicSpec, ensure
+    from backend.contracts import SHARE as SHARE_TYPE
+    from backend.fleet.simulator import FleetSimulator
+    from backend.kafkaread.reader import KafkaReader
+    from backend.observer.queue_tail import QueueTail
+
+    stamp = int(time.time())
+    group, topic = f"bench-rb-share-{stamp}", f"bench-rb-share-t-{stamp}"
+    ensure(stack.settings, [TopicSpec(topic, args.partitions, None)])
+    ensure_share_group(stack.settings, group)
+    fleet = FleetSimulator(stack.settings, topic=topic, streams=args.streams, rate=args.rate)
+    tail = QueueTail(stack.settings, group)
+    reader = KafkaReader(stack.settings, "bench-rebalance-share")
+    logs = stack.work / "logs"
+    logs.mkdir(exist_ok=True)
+    procs: dict[str, Any] = {}
+    order: deque[str] = deque()
+    rows: list[dict[str, Any]] = []
+
+    def start_one() -> str:
+        name = f"s{len(procs)}"
+        procs[name] = spawn(replica_cmd(name, group, topic, stack.settings.bootstrap,
+                                        stack.spark_remote, share=True),
+                            logs / f"{group}-{name}.log")
+        order.append(name)
+        return name
+
+    def acquired(name: str) -> int:
+        return (logs / f"{group}-{name}.log").read_text(errors="replace").count("acquired")
+
+    def members() -> set[str]:
+        d = reader.describe([group], SHARE_TYPE).get(group)
+        return set() if d is None or isinstance(d, str) else set(d.client_ids)
+
+    def counts() -> tuple[dict[str, int], int]:
+        queue = tail.read(budget_s=0.05)
+        done: dict[str, int] = {}
+        for q in queue.values():
+            for r, n in q.replicas.items():
+                done[r] = done.get(r, 0) + n
+        return done, sum(q.redelivered for q in queue.values())
+
+    def wait_working(names: list[str]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            done, _ = counts()
+            if all(done.get(n, 0) > 0 for n in names) and set(names) <= members():
+                return
+            time.sleep(0.2)
+        raise BenchError(f"share replicas {names} not all summarising within "
+                         f"{READY_TIMEOUT_S:.0f} s")
+
+    try:
+        fleet.start()
+        t = time.time()
+        for _ in range(3):
+            start_one()
+        wait_working(list(order))
+        print(f"{SHARE}: 3 replicas summarising in {time.time() - t:.1f} s", flush=True)
+        plan = [(rep, ev) for rep in range(args.reps) for ev in args.events.split(",")]
+        for i, (rep, ev) in enumerate(plan):
+            victim = order.popleft()
+            before_done, before_again = counts()
+            took = acquired(victim)
+            deadline = time.monotonic() + MEASURE_TIMEOUT_S
+            while acquired(victim) == took and time.monotonic() < deadline:
+                time.sleep(0.005)  # signalled while it holds what it just took
+            procs[victim].send_signal(EVENTS[ev])
+            t0 = time.time()
+            row: dict[str, Any] = {"assignor": SHARE, "protocol": SHARE, "event": ev,
+                                   "rep": rep, "victim": victim}
+            survivors = set(order)
+            while time.time() - t0 < MEASURE_TIMEOUT_S:
+                now = time.time() - t0
+                done, again = counts()
+                if "recv_s" not in row and any(done.get(n, 0) > before_done.get(n, 0)
+                                               for n in survivors):
+                    row["recv_s"] = _r(now)
+                if "c_processed_s" not in row and again > before_again:
+                    row["c_processed_s"] = _r(now)
+                if "a_broker_s" not in row and victim not in members():
+                    row["a_broker_s"] = _r(time.time() - t0)
+                if {"recv_s", "c_processed_s", "a_broker_s"} <= set(row) and now > 8.0:
+                    break
+                time.sleep(0.05)
+            row["moved"] = counts()[1] - before_again
+            stop(procs[victim])
+            if i < len(plan) - 1:
+                name = start_one()
+                r0 = time.time()
+                wait_working(list(order))
+                row["join_s"] = _r(time.time() - r0)
+                print(f"{SHARE}: {name} joined", flush=True)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    except BenchError as exc:
+        print(f"{SHARE}: {exc}", file=sys.stderr)
+        rows.append({"assignor": SHARE, "protocol": SHARE, "error": str(exc)})
+    finally:
+        for p in procs.values():
+            stop(p)
+        fleet.stop()
+        tail.close()
+        reader.close()
+    return rows
+
+
 COLUMNS = (("a_broker_s", "a broker"), ("b_observer_s", "b observer"),
            ("c_processed_s", "c processed"), ("recv_s", "recv"), ("moved", "moved"))
 
@@ -347,7 +467,8 @@ def table(rows: list[dict[str, Any]], keys: list[str], events: list[str]) -> lis
     for key in keys:
         for ev in events:
             mine = [r for r in rows if r.get("assignor") == key and r.get("event") == ev]
-            entry: dict[str, Any] = {"assignor": key, "protocol": ASSIGNORS[key][0],
+            entry: dict[str, Any] = {"assignor": key,
+                                     "protocol": ASSIGNORS.get(key, (SHARE,))[0],
                                      "event": ev, "reps": len(mine)}
             for col, _ in COLUMNS:
                 vals = [r[col] for r in mine if r.get(col) is not None]
@@ -401,9 +522,11 @@ def main() -> int:
     args = ap.parse_args()
     keys = [k.strip() for k in args.assignors.split(",") if k.strip()]
     events = [e.strip() for e in args.events.split(",") if e.strip()]
-    bad = [k for k in keys if k not in ASSIGNORS] + [e for e in events if e not in EVENTS]
+    bad = [k for k in keys if k not in ASSIGNORS and k != SHARE] + [
+        e for e in events if e not in EVENTS]
     if bad or args.reps < 1 or not keys or not events:
-        print(f"rebalance: unknown or empty choice {bad}; assignors: {', '.join(ASSIGNORS)}; "
+        print(f"rebalance: unknown or empty choice {bad}; assignors: {', '.join(ASSIGNORS)}, "
+              f"{SHARE}; "
               f"events: kill, stop; --reps >= 1", file=sys.stderr)
         return 2
     args.events = ",".join(events)
@@ -413,10 +536,11 @@ def main() -> int:
     with Stack(args.bootstrap, args.spark_remote) as stack, LoadSampler() as load:
         for key in keys:
             try:
-                rows += run_assignor(stack, key, args)
+                rows += run_share(stack, args) if key == SHARE else run_assignor(stack, key,
+                                                                                 args)
             except Exception as exc:  # one assignor's failure must not lose the others' rows
                 print(f"{key}: {type(exc).__name__}: {exc}", file=sys.stderr)
-                rows.append({"assignor": key, "protocol": ASSIGNORS[key][0],
+                rows.append({"assignor": key, "protocol": ASSIGNORS.get(key, (SHARE,))[0],
                              "error": f"{type(exc).__name__}: {exc}"})
     tab = table(rows, keys, events)
     print_table(tab)

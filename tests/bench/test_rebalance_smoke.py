@@ -44,3 +44,25 @@ def test_rebalance_one_kill(kafka, spark_remote, tmp_path):
     assert run["moved"] >= 1 and set(run["after"].values()) <= {"r1", "r2"}, run
     [row] = [r for r in data["table"] if r["event"] == "kill"]
     assert row["reps"] == 1 and row["a_broker_s"]["median"] == run["a_broker_s"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(480)
+def test_rebalance_one_share_replica_kill(kafka, spark_remote, tmp_path):
+    """The share group's row: the survivors go on at once, the killed replica's records come
+    back to them after the lock time (the broker's 5 s demo setting), never before it."""
+    from backend.kafkanode.embedded import DEMO_GROUP_SETTINGS
+
+    out = tmp_path / "s.json"
+    proc = run_process(
+        [sys.executable, str(REPO / "bench" / "rebalance.py"), "--reps", "1",
+         "--assignors", "share", "--events", "kill", "--streams", "12",
+         "--bootstrap", kafka.bootstrap, "--spark-remote", spark_remote, "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [run] = json.loads(out.read_text())["runs"]
+    assert "error" not in run and (run["assignor"], run["event"]) == ("share", "kill"), run
+    lock_s = int(DEMO_GROUP_SETTINGS["group.share.record.lock.duration.ms"]) / 1000
+    assert run["moved"] >= 1, run  # it was signalled holding records it had just taken
+    assert run["c_processed_s"] >= lock_s * 0.9, run
+    assert 0 <= run["recv_s"] < run["c_processed_s"], run
