@@ -22,12 +22,13 @@ process start included). The kill-9 times are bounded below by the session timeo
 members ask for 6 s (replica config), KIP-848 sessions are the broker's 6 s (demo settings).
 
 `--assignors share` runs three share-group replicas (`groupscope replica --share`, KIP-932)
-instead, and signals one the moment it has taken records (its log says "acquired"). A share
-group does not move partitions, so the columns mean: `a` the broker's describe without the
-victim; `recv` the next records a survivor summarises (the group does not pause); `c` the
-first of the victim's records summarised by a survivor (delivery 2: after the 5 s lock, or at
-once when SIGTERM let it release them); `moved` how many came back so. Times are when the
-share group's deltas topic showed them.
+instead, and signals one the moment it has taken records (its log names them: "acquired 80
+records (P0 100-139, ...)"). A share group does not move partitions, so the columns mean:
+`a` the broker's describe without the victim; `recv` the next records a survivor summarises
+(the group does not pause: its deltas topic shows them); `c` a survivor taking one of the
+victim's records again (its `redelivered` event names it, delivery 2: after the 5 s lock; a
+SIGTERMed replica finishes its batch first, so none come back); `moved` the records those
+events count.
 
     .venv/bin/python bench/rebalance.py [--reps 5] [--events kill,stop]
         [--assignors range,roundrobin,cooperative-sticky,kip848-uniform,kip848-range]
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -350,9 +352,13 @@ def run_assignor(stack: Stack, key: str, args: argparse.Namespace) -> list[dict[
 def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
     """The share group's rows (module docstring): three share replicas, each repetition
     signalling the oldest while it holds records, then a replacement."""
+    import orjson
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
     from backend.cluster.share import ensure_share_group
     from backend.cluster.topics import TopicSpec, ensure
     from backend.contracts import SHARE as SHARE_TYPE
+    from backend.contracts import EventType, events_topic
     from backend.fleet.simulator import FleetSimulator
     from backend.kafkaread.reader import KafkaReader
     from backend.observer.queue_tail import QueueTail
@@ -385,18 +391,40 @@ def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
         d = reader.describe([group], SHARE_TYPE).get(group)
         return set() if d is None or isinstance(d, str) else set(d.client_ids)
 
-    def counts() -> tuple[dict[str, int], int]:
+    events = Consumer(stack.settings.client_config(**{
+        "group.id": f"bench-rb-events-{stamp}", "enable.auto.commit": False}))
+    events.assign([TopicPartition(events_topic(group), 0, OFFSET_BEGINNING)])
+    redelivered: list[dict[str, Any]] = []  # survivors' `redelivered` events, as they come
+
+    def counts() -> dict[str, int]:
         queue = tail.read(budget_s=0.05)
+        for m in events.consume(500, 0.01):
+            if m.error() is None:
+                ev = orjson.loads(m.value())
+                if ev.get("type") == EventType.REDELIVERED:
+                    redelivered.append(ev)
         done: dict[str, int] = {}
         for q in queue.values():
             for r, n in q.replicas.items():
                 done[r] = done.get(r, 0) + n
-        return done, sum(q.redelivered for q in queue.values())
+        return done
+
+    def held(name: str) -> list[tuple[int, int, int]]:
+        """(partition, first, last offset) of what `name` took last, from its log."""
+        lines = [x for x in (logs / f"{group}-{name}.log").read_text(errors="replace")
+                 .splitlines() if "acquired" in x]
+        spans = re.findall(r"P(\d+) (\d+)-(\d+)", lines[-1]) if lines else []
+        return [(int(p), int(lo), int(hi)) for p, lo, hi in spans]
+
+    def took_back(ev: dict[str, Any], spans: list[tuple[int, int, int]]) -> bool:
+        """Whether a survivor's `redelivered` event overlaps what the victim held."""
+        return any(p == q and lo <= hi2 and lo2 <= hi
+                   for q, lo2, hi2 in ev.get("spans") or [] for p, lo, hi in spans)
 
     def wait_working(names: list[str]) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
-            done, _ = counts()
+            done = counts()
             if all(done.get(n, 0) > 0 for n in names) and set(names) <= members():
                 return
             time.sleep(0.2)
@@ -413,30 +441,36 @@ def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
         plan = [(rep, ev) for rep in range(args.reps) for ev in args.events.split(",")]
         for i, (rep, ev) in enumerate(plan):
             victim = order.popleft()
-            before_done, before_again = counts()
+            before_done = counts()
             took = acquired(victim)
             deadline = time.monotonic() + MEASURE_TIMEOUT_S
             while acquired(victim) == took and time.monotonic() < deadline:
                 time.sleep(0.005)  # signalled while it holds what it just took
             procs[victim].send_signal(EVENTS[ev])
             t0 = time.time()
+            spans = held(victim)
             row: dict[str, Any] = {"assignor": SHARE, "protocol": SHARE, "event": ev,
                                    "rep": rep, "victim": victim}
             survivors = set(order)
+            back: list[dict[str, Any]] = []
             while time.time() - t0 < MEASURE_TIMEOUT_S:
                 now = time.time() - t0
-                done, again = counts()
+                done = counts()
                 if "recv_s" not in row and any(done.get(n, 0) > before_done.get(n, 0)
                                                for n in survivors):
                     row["recv_s"] = _r(now)
-                if "c_processed_s" not in row and again > before_again:
-                    row["c_processed_s"] = _r(now)
+                back = [e for e in redelivered if e.get("replica") in survivors
+                        and e.get("ts", 0) >= t0 * 1000 and took_back(e, spans)]
+                if "c_processed_s" not in row and back:
+                    row["c_processed_s"] = _r(min(e["ts"] for e in back) / 1000 - t0)
                 if "a_broker_s" not in row and victim not in members():
                     row["a_broker_s"] = _r(time.time() - t0)
-                if {"recv_s", "c_processed_s", "a_broker_s"} <= set(row) and now > 8.0:
+                expected = {"recv_s", "a_broker_s"} | ({"c_processed_s"} if ev == "kill"
+                                                       else set())
+                if expected <= set(row) and now > 8.0:
                     break
                 time.sleep(0.05)
-            row["moved"] = counts()[1] - before_again
+            row["moved"] = sum(int(e.get("count", 0)) for e in back)
             stop(procs[victim])
             if i < len(plan) - 1:
                 name = start_one()
@@ -454,6 +488,7 @@ def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
             stop(p)
         fleet.stop()
         tail.close()
+        events.close()
         reader.close()
     return rows
 

@@ -51,6 +51,21 @@ BACKOFF_MAX_S = 10.0
 REDELIVERIES_NAMED = 5  # a `redelivered` event names this many records, counts the rest
 
 
+def offset_spans(messages: list) -> list[tuple[int, int, int]]:
+    """(partition, first offset, last offset) of `messages`, per partition: which records a
+    member took, in a line's room whatever their number."""
+    spans: dict[int, list[int]] = {}
+    for m in messages:
+        lo_hi = spans.setdefault(m.partition(), [m.offset(), m.offset()])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], m.offset()), max(lo_hi[1], m.offset())
+    return [(p, lo, hi) for p, (lo, hi) in sorted(spans.items())]
+
+
+def held_ranges(messages: list) -> str:
+    """The log line's form of `offset_spans`: "P0 100-139, P2 7-9"."""
+    return ", ".join(f"P{p} {lo}-{hi}" for p, lo, hi in offset_spans(messages))
+
+
 @dataclass(frozen=True)
 class ShareReplicaConfig:
     name: str
@@ -143,7 +158,7 @@ class ShareReplica:
             deliveries[(m.partition(), m.offset())] = m.delivery_count()
         if not good:
             return None
-        log.info("acquired %d records", len(good))
+        log.info("acquired %d records (%s)", len(good), held_ranges(good))
         self._report_redeliveries(good)
         return Polled(batch, good, deliveries)
 
@@ -212,7 +227,8 @@ class ShareReplica:
         if not again:
             return
         self.redelivered += len(again)
-        self.telemetry.emit(EventType.REDELIVERED, share=True, count=len(again), records=[
+        self.telemetry.emit(EventType.REDELIVERED, share=True, count=len(again),
+                            spans=[list(x) for x in offset_spans(again)], records=[
             {"key": (m.key() or b"").decode(errors="replace"), "partition": m.partition(),
              "offset": m.offset(), "delivery": m.delivery_count()}
             for m in again[:REDELIVERIES_NAMED]])
