@@ -129,8 +129,9 @@ class ControlClient:
     def start(self) -> ReplicaInfo:
         return self._call(ReplicaAnswer, "POST", "/replicas").replica
 
-    def _replica(self, action: str, name: str) -> ReplicaInfo:
-        path = f"/replicas/{quote(name, safe='')}/{action}"
+    def _replica(self, action: str, name: str, group: str = "") -> ReplicaInfo:
+        """`group` "/share": the share group's replica of that name."""
+        path = f"{group}/replicas/{quote(name, safe='')}/{action}"
         return self._call(ReplicaAnswer, "POST", path).replica
 
     # kill: SIGKILL (its partitions move after the session timeout); stop: SIGTERM (it leaves
@@ -143,13 +144,9 @@ class ControlClient:
     def share_start(self) -> ReplicaInfo:
         return self._call(ReplicaAnswer, "POST", "/share/replicas").replica
 
-    def _share(self, action: str, name: str) -> ReplicaInfo:
-        path = f"/share/replicas/{quote(name, safe='')}/{action}"
-        return self._call(ReplicaAnswer, "POST", path).replica
-
-    share_kill = partialmethod(_share, "kill")
-    share_stop = partialmethod(_share, "stop")
-    share_restart = partialmethod(_share, "restart")
+    share_kill = partialmethod(_replica, "kill", group="/share")
+    share_stop = partialmethod(_replica, "stop", group="/share")
+    share_restart = partialmethod(_replica, "restart", group="/share")
 
     def share_scale(self, replicas: int) -> ScaleAnswer:
         return self._call(ScaleAnswer, "POST", "/share/scale",

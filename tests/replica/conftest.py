@@ -37,3 +37,15 @@ def fleet(kafka, spark_remote, layout, artifacts_dir: Path, unique) -> Iterator[
         yield f
     finally:
         f.close()
+
+
+@pytest.fixture
+def summariser(spark_remote):
+    """A Spark Connect session of the replica's own kind, dropped after the test."""
+    from backend.replica.spark_summary import SparkSummariser
+
+    s = SparkSummariser(spark_remote)
+    try:
+        yield s
+    finally:
+        s.reset()

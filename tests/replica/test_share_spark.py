@@ -11,17 +11,7 @@ import pytest
 from backend.contracts.queue_summary import SeqRanges
 from backend.replica.batch import MicroBatch
 from backend.replica.share_spark import summarise_share
-from backend.replica.spark_summary import SparkSummariser
 from tests.replica.harness import message
-
-
-@pytest.fixture
-def summariser(spark_remote):
-    s = SparkSummariser(spark_remote)
-    try:
-        yield s
-    finally:
-        s.reset()
 
 
 def test_a_share_batch_gives_each_streams_seqs_disorder_and_deliveries(summariser):

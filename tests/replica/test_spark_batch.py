@@ -18,18 +18,8 @@ from backend.replica.deadletter import (
     REASON_NOT_OBJECT,
     cheap_reason,
 )
-from backend.replica.spark_summary import SparkSummariser
 from tests.replica.harness import REPO, message
 from tests.system.security.bad_input import malformed
-
-
-@pytest.fixture
-def summariser(spark_remote):
-    s = SparkSummariser(spark_remote)
-    try:
-        yield s
-    finally:
-        s.reset()
 
 
 @pytest.mark.parametrize("typed", [False, True], ids=["raw-feed", "typed-feed"])
