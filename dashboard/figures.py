@@ -211,6 +211,17 @@ def moves_figure(moved: Sequence[tuple[int, str | None, str | None]],
     return _base_layout(fig, revision, 320)
 
 
+def deliveries_figure(counts: dict[int, int], revision: str = "deliveries") -> go.Figure:
+    """Records summarised per Kafka delivery count (1: first delivery; 2 and up: came back
+    after a member died or its lock ran out)."""
+    fig = go.Figure(go.Bar(x=[str(k) for k in counts], y=list(counts.values()),
+                           marker_color=PROCESSED_COLOUR, text=list(counts.values()),
+                           textposition="outside"))
+    fig.update_xaxes(title="delivery count", type="category")
+    fig.update_yaxes(title="records", rangemode="tozero")
+    return _base_layout(fig, revision, 260)
+
+
 def window_figure(windows: Sequence[dict], fields: Sequence[str],
                   revision: str = "stream") -> go.Figure:
     """One stream's tumbling-window aggregates: a line per field (mean per window)."""

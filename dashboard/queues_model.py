@@ -9,8 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from backend.contracts import Event, EventType
 from backend.contracts.control import ReplicaInfo
 from backend.contracts.queue_summary import QueueSummary
+
+# a share replica's heartbeat counters (share_runner.py) and what each counts
+ACK_COUNTERS = {"processed": "accepted", "released": "released", "rejected": "rejected",
+                "redelivered": "redelivered"}
 
 
 def _parts(partitions: Sequence[int]) -> str:
@@ -71,3 +76,38 @@ def car_rows(consumer: Mapping[str, Mapping[str, Any]], queue: Mapping[str, Queu
             "share group: lost or in flight": q.lost if q else None,
         })
     return rows
+
+
+def deliveries(queue: Mapping[str, QueueSummary]) -> dict[int, int]:
+    """Delivery count -> records summarised on that delivery, over every car (Spark's)."""
+    out: dict[int, int] = {}
+    for q in queue.values():
+        for k, n in q.deliveries.items():
+            out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items()))
+
+
+def share_beats(events: Sequence[Event]) -> dict[str, Event]:
+    """The newest heartbeat of each share replica among `events`."""
+    out: dict[str, Event] = {}
+    for ev in events:
+        newer = ev.replica not in out or ev.ts > out[ev.replica].ts
+        if ev.type == EventType.HEARTBEAT and ev.fields.get("share") and newer:
+            out[ev.replica] = ev
+    return out
+
+
+def ack_rates(before: Mapping[str, Event], after: Mapping[str, Event]
+              ) -> dict[str, dict[str, float]]:
+    """Per share replica with a newer heartbeat in `after` than in `before`, records/s it
+    accepted, released, rejected and took again between the two. Its counters only grow
+    while the process lives; a restart starts them again, which gives 0, never a negative."""
+    out: dict[str, dict[str, float]] = {}
+    for name, b in after.items():
+        a = before.get(name)
+        if a is None or b.ts <= a.ts:
+            continue
+        seconds = (b.ts - a.ts) / 1000.0
+        out[name] = {label: max(0.0, (int(b.fields.get(k, 0)) - int(a.fields.get(k, 0)))
+                                / seconds) for k, label in ACK_COUNTERS.items()}
+    return out

@@ -13,9 +13,20 @@ from backend.paths import data_dir
 from dashboard import presenter
 from dashboard.context import current_context
 from dashboard.controls import _call, disabled_reason, show_answer
+from dashboard.figures import deliveries_figure
+from dashboard.live_model import feed_items
 from dashboard.pollers import observer_for, queue_poller, supervisor_poller
 from dashboard.presenter import Role
-from dashboard.queues_model import car_rows, consumer_rows, rates, share_rows, summarised_by
+from dashboard.queues_model import (
+    ack_rates,
+    car_rows,
+    consumer_rows,
+    deliveries,
+    rates,
+    share_beats,
+    share_rows,
+    summarised_by,
+)
 
 ctx = current_context(st.session_state)
 st.title("Queues")
@@ -113,6 +124,8 @@ def _side_by_side() -> None:
                          key="q_share_table")
         else:
             st.caption("No share replica runs: scale the share group above.")
+    if share:
+        _acknowledgements(share.group, queue)
     consumer = observer_for(ctx.target, ctx.group, ctx.topic).summaries()
     cars = car_rows(consumer, queue)
     if cars:
@@ -124,6 +137,36 @@ def _side_by_side() -> None:
                    "lower seq would show as a duplicate or gap). Lost or in flight: seqs "
                    "below the highest that no replica has summarised yet.")
         box.dataframe(pd.DataFrame(cars), hide_index=True, width="stretch", key="q_cars")
+
+
+def _acknowledgements(group: str, queue: dict) -> None:
+    """The share group's acknowledgements per replica (its heartbeats), the delivery counts
+    of what was summarised (Spark's) and the latest redeliveries (its events)."""
+    snap = observer_for(ctx.target, group, ctx.topic).latest()
+    events = snap.events if snap is not None else ()
+    with st.container(border=True, key="q-acks"):
+        st.subheader("Acknowledgements")
+        left, right = st.columns(2)
+        beats = share_beats(events)  # the observer keeps each replica's newest only
+        acks = {**st.session_state.get("q_acks", {}),
+                **ack_rates(st.session_state.get("q_beats", {}), beats)}
+        acks = {n: r for n, r in acks.items() if n in beats}  # a replica gone is left out
+        st.session_state["q_beats"], st.session_state["q_acks"] = beats, acks
+        if acks:
+            left.dataframe(pd.DataFrame([{"replica": n, **{k: round(v, 1) for k, v in r.items()}}
+                                         for n, r in sorted(acks.items())]),
+                           hide_index=True, width="stretch", key="q_ack_table")
+            left.caption("records/s each replica acknowledged: accepted once its summary is "
+                         "written, released after a failed batch, rejected as malformed "
+                         "(dead-lettered); redelivered: taken again after another's lock ran "
+                         "out")
+        counts = deliveries(queue)
+        if counts:
+            right.plotly_chart(deliveries_figure(counts, revision=f"deliveries-{group}"),
+                               key="q_deliveries")
+        again = [i for i in feed_items(events) if i.kind == "redelivered"][:8]
+        for item in again:
+            st.caption(item.text)
 
 
 _controls()

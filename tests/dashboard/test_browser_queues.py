@@ -65,6 +65,10 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
                 return int(found.group(1).replace(",", "")) if found else 0
 
             wait_until(out_of_order, 60, what="the share group's out-of-order records > 0")
+            wait_until(lambda: "accepted" in _text(page, "q-acks"), 60,
+                       what="the share replicas' acknowledgements")
+            page.locator(".st-key-q-acks").first.scroll_into_view_if_needed()
+            _shot(page, artifacts_dir, "queues-acknowledgements")
             _shot(page, artifacts_dir, "queues-side-by-side")
 
             control = ControlClient.discover(data, timeout=10)

@@ -53,3 +53,36 @@ def test_each_car_shows_both_proofs():
             one["share group: redelivered"], one["share group: duplicates"],
             one["share group: lost or in flight"]) == (7, 2, 2, 0, 0)
     assert rows["car-02"]["share group: summarised"] is None
+
+
+def test_ack_rates_are_between_a_share_replicas_heartbeats_never_negative():
+    from backend.contracts import Event
+    from dashboard.queues_model import ack_rates, share_beats
+
+    def beat(ts: int, replica: str, processed: int, released: int = 0, share: bool = True):
+        return Event(ts=ts, group="q", replica=replica, type="heartbeat",
+                     fields={"share": share, "processed": processed, "released": released,
+                             "rejected": 0, "redelivered": 0})
+
+    before = share_beats([beat(0, "ada", 0), beat(2000, "ada", 100, 4), beat(0, "bruno", 50),
+                          beat(0, "gus", 0, share=False)])
+    assert {n: e.ts for n, e in before.items()} == {"ada": 2000, "bruno": 0}
+    after = share_beats([beat(4000, "ada", 300, 4), beat(2000, "bruno", 10),  # restarted
+                         beat(0, "chloe", 5)])  # new: no rate yet
+    zero = {"accepted": 0.0, "released": 0.0, "rejected": 0.0, "redelivered": 0.0}
+    assert ack_rates(before, after) == {"ada": {**zero, "accepted": 100.0}, "bruno": zero}
+    assert ack_rates(after, after) == {}  # no newer heartbeat: nothing to say
+
+
+def test_deliveries_add_up_over_cars_in_order():
+    from dashboard.figures import deliveries_figure
+    from dashboard.queues_model import deliveries
+
+    queue = fold_deltas([
+        QueueDelta("car-01", 0, "ada", 3, SeqRanges.of([(0, 2)]), deliveries={1: 3}),
+        QueueDelta("car-02", 1, "ada", 3, SeqRanges.of([(0, 2)]), deliveries={2: 1, 1: 2}),
+    ])
+    assert list(deliveries(queue).items()) == [(1, 5), (2, 1)]
+    fig = deliveries_figure(deliveries(queue))
+    assert list(fig.data[0].x) == ["1", "2"] and list(fig.data[0].y) == [5, 1]
+    assert fig.layout.uirevision == "deliveries"
