@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
 from tests.dashboard.browser import button, choose, supervisor, web_server
@@ -28,6 +30,7 @@ def _shot(page, artifacts_dir, name: str) -> None:
     page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
 
 
+@pytest.mark.slow  # a minute or more, mostly waiting for replicas: the second lane
 def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
         broker, spark_remote, chromium, stack, unique, artifacts_dir, tmp_path):
     group, topic, share = f"gs-{unique}", f"telemetry-{unique}", f"queue-{unique}"
