@@ -71,6 +71,10 @@ def test_a_namespace_left_by_a_killed_run_is_swept() -> None:
         _ip("netns", "add", busy)
         sleeper = spawn(["ip", "netns", "exec", busy, "sleep", "600"])
         try:
+            # `ip netns exec` enters the namespace after it starts: until then nothing runs
+            # in it, and the sweep would rightly take it
+            wait_until(lambda: _ip("netns", "pids", busy, check=False).stdout.strip(), 30,
+                       what=f"sleep running inside {busy}")
             swept = sweep_leftovers()
             assert name in swept and busy not in swept
             assert name not in _namespaces() and busy in _namespaces()
