@@ -97,8 +97,9 @@ def test_share_replicas_beyond_the_partitions_all_work_and_lose_nothing(kafka, s
         assert s.duplicates == 0, s  # nobody died: nothing summarised twice
     workers = {r for s in summaries.values() for r, n in s.replicas.items() if n > 0}
     assert workers == set(names)
-    # three members summarising the same streams at once: the order per stream is gone
-    assert sum(s.out_of_order for s in summaries.values()) > 0
+    # out-of-order arrivals are not asserted here: they depend on how the broker hands the
+    # partitions' records to the members, which a run does not control (a CI run saw none);
+    # their counting is tested exactly in test_queue_summary.py and test_share_spark.py
 
 
 @pytest.mark.timeout(240)
