@@ -40,6 +40,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
+from backend.cluster.telemetry import Telemetry
 from backend.cluster.topics import TopicError, ensure_topics
 from backend.contracts import (
     AFTER_SUMMARY,
@@ -60,7 +61,6 @@ from backend.replica.deadletter import DeadLetter
 from backend.replica.membership import GroupChoice, PauseBook, RateGate, Rebalancer
 from backend.replica.spark_summary import SparkSummariser
 from backend.replica.state import StateStore
-from backend.replica.telemetry import Telemetry
 
 log = logging.getLogger("groupscope.replica")
 

@@ -30,6 +30,7 @@ from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareCons
 
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.share import ensure_share_group
+from backend.cluster.telemetry import Telemetry
 from backend.contracts import (
     DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
@@ -42,7 +43,6 @@ from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import DeadLetter
 from backend.replica.share_spark import summarise_share
 from backend.replica.spark_summary import SparkSummariser
-from backend.replica.telemetry import Telemetry
 
 log = logging.getLogger("groupscope.replica")
 

@@ -1,4 +1,7 @@
-"""Replica telemetry: JSON events (Event contract) to the group's events topic, key = replica."""
+"""A group's telemetry: JSON events (Event contract) to its events topic, key = the sender.
+
+Replicas send their lifecycle and heartbeats; the supervisor sends what it does to the whole
+group (an offsets reset), so the event feed tells both in one stream."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from confluent_kafka import Producer
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import Event, events_topic
 
-log = logging.getLogger("groupscope.replica")
+log = logging.getLogger("groupscope.telemetry")
 
 
 class Telemetry:
