@@ -50,6 +50,7 @@ class ReplicaCard:
     external: bool = False  # in the group but not started by this supervisor (a participant)
     target: tuple[int, ...] | None = None  # KIP-848: the partitions the coordinator intends
     tasks: tuple[str, ...] = ()  # a streams group's member: its tasks (MemberView.tasks)
+    in_flight: float | None = None  # a share replica's mean records held unacknowledged
 
 
 # ---- whose group, and its words -------------------------------------------------------------
@@ -180,6 +181,7 @@ def replica_cards(snap: Snapshot, supervised: Sequence[object] = (),
             info is None and bool(supervised),
             tuple(sorted(m.target_partitions)) if m.target_partitions is not None else None,
             tuple(m.tasks),
+            _num(hb.fields.get("in_flight")) if hb and shared else None,
         ))
     for name, info in sorted(managed.items()):
         if name in seen:

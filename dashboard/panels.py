@@ -171,8 +171,9 @@ def kafka_tag(p: PartitionView) -> str:
 
 def cards_html(cards: list[ReplicaCard], own: bool = True) -> str:
     """One card per member. The msg/s and batch line comes from groupscope replicas'
-    heartbeats, so only a groupscope group (`own`) has it; a KIP-848 member still moving
-    towards its target assignment shows both ("P1,P2 → target P1,P2,P3")."""
+    heartbeats, so only a groupscope group (`own`) has it (a share replica's adds the records
+    it held unacknowledged, on average); a KIP-848 member still moving towards its target
+    assignment shows both ("P1,P2 → target P1,P2,P3")."""
     out: list[str] = []
     for c in cards:
         look = member_style(c.name, c.external)
@@ -182,7 +183,8 @@ def cards_html(cards: list[ReplicaCard], own: bool = True) -> str:
             parts = ", ".join(str(p) for p in c.partitions) or "none"
         rate = f"{c.rate:,.0f} msg/s" if c.rate is not None else "– msg/s"
         batch = f"batch {c.last_batch_ms:,.0f} ms" if c.last_batch_ms is not None else "batch –"
-        stats = f'<div class="d">{rate} · {batch}</div>' if own else ""
+        held = f" · {c.in_flight:,.0f} in flight" if c.in_flight is not None else ""
+        stats = f'<div class="d">{rate} · {batch}{held}</div>' if own else ""
         detail = f'<div class="d gs-muted">{escape(c.detail)}</div>' if c.detail else ""
         out.append(
             f'<div class="gs-card {c.status}{" ext" if c.external else ""}" '

@@ -100,8 +100,10 @@ def share_beats(events: Sequence[Event]) -> dict[str, Event]:
 def ack_rates(before: Mapping[str, Event], after: Mapping[str, Event]
               ) -> dict[str, dict[str, float]]:
     """Per share replica with a newer heartbeat in `after` than in `before`, records/s it
-    accepted, released, rejected and took again between the two. Its counters only grow
-    while the process lives; a restart starts them again, which gives 0, never a negative."""
+    accepted, released, rejected and took again between the two, and the records it held
+    unacknowledged on average (the replica's own figure for its last interval). Its counters
+    only grow while the process lives; a restart starts them again, which gives 0, never a
+    negative."""
     out: dict[str, dict[str, float]] = {}
     for name, b in after.items():
         a = before.get(name)
@@ -110,4 +112,5 @@ def ack_rates(before: Mapping[str, Event], after: Mapping[str, Event]
         seconds = (b.ts - a.ts) / 1000.0
         out[name] = {label: max(0.0, (int(b.fields.get(k, 0)) - int(a.fields.get(k, 0)))
                                 / seconds) for k, label in ACK_COUNTERS.items()}
+        out[name]["in flight"] = float(b.fields.get("in_flight") or 0.0)
     return out

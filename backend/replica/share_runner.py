@@ -41,13 +41,12 @@ from backend.contracts import (
 from backend.errors import one_line
 from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import DeadLetter
+from backend.replica.runner import BACKOFF_MAX_S, HEARTBEAT_S
 from backend.replica.share_spark import summarise_share
 from backend.replica.spark_summary import SparkSummariser
 
 log = logging.getLogger("groupscope.replica")
 
-HEARTBEAT_S = 2.0
-BACKOFF_MAX_S = 10.0
 REDELIVERIES_NAMED = 5  # a `redelivered` event names this many records, counts the rest
 
 
@@ -83,6 +82,7 @@ class Polled:
     batch: MicroBatch
     messages: list  # the Message objects, to acknowledge
     deliveries: dict[tuple[int, int], int]  # (partition, offset) -> delivery count
+    acquired_at: float  # time.monotonic() when the poll returned them
 
 
 class ShareReplica:
@@ -98,6 +98,8 @@ class ShareReplica:
         self.released = 0  # records given back after a failed batch
         self.redelivered = 0  # records received with a delivery count >= 2
         self.batches = 0
+        self.held_s = 0.0  # record-seconds between acquiring records and acknowledging them
+        self.last_batch_ms: float | None = None  # the last batch's Spark time
         self._consumer: ShareConsumer | None = None
         self._producer: Producer | None = None
         self._failures = 0
@@ -128,20 +130,32 @@ class ShareReplica:
         """Poll, summarise, write, acknowledge until `stop()` (or `max_batches` batches)."""
         consumer, _ = self._clients()
         self.telemetry.emit(EventType.STARTED, share=True, topic=self.cfg.topic)
-        last_beat = 0.0
+        beat = (time.monotonic(), self.processed, self.held_s)
         try:
             while not self.stopping and (max_batches is None or self.batches < max_batches):
                 polled = self._poll(consumer)
                 if polled is not None:
                     self._handle(consumer, polled)
-                if time.monotonic() - last_beat >= HEARTBEAT_S:
-                    last_beat = time.monotonic()
-                    self.telemetry.emit(EventType.HEARTBEAT, share=True,
-                                        processed=self.processed, rejected=self.rejected,
-                                        released=self.released,
-                                        redelivered=self.redelivered)
+                if time.monotonic() - beat[0] >= HEARTBEAT_S:
+                    beat = self._heartbeat(*beat)
         finally:
             self.close()
+
+    def _heartbeat(self, since: float, processed: int, held_s: float
+                   ) -> tuple[float, int, float]:
+        """The counters, and over the interval since the last heartbeat the records/s
+        accepted and the mean number of records held (in flight: acquired, not yet
+        acknowledged), which is record-seconds held per second. Heartbeats fall between
+        batches, so every batch's holding time lies in one interval."""
+        now = time.monotonic()
+        elapsed = max(1e-6, now - since)
+        self.telemetry.emit(
+            EventType.HEARTBEAT, share=True, processed=self.processed, rejected=self.rejected,
+            released=self.released, redelivered=self.redelivered, batches=self.batches,
+            rate=round((self.processed - processed) / elapsed, 1),
+            in_flight=round((self.held_s - held_s) / elapsed, 1),
+            last_batch_ms=None if self.last_batch_ms is None else round(self.last_batch_ms, 1))
+        return now, self.processed, self.held_s
 
     def stop(self) -> None:
         self.stopping = True
@@ -160,7 +174,7 @@ class ShareReplica:
             return None
         log.info("acquired %d records (%s)", len(good), held_ranges(good))
         self._report_redeliveries(good)
-        return Polled(batch, good, deliveries)
+        return Polled(batch, good, deliveries, time.monotonic())
 
     def _handle(self, consumer: ShareConsumer, polled: Polled) -> None:
         table, bad = polled.batch.to_typed_arrow()
@@ -173,7 +187,7 @@ class ShareReplica:
                                if table.num_rows else ({}, 0.0))
             self._write(deltas.values(), dead)
         except Exception as exc:  # Spark or the broker: give the records back, back off
-            self._acknowledge(consumer, polled.messages, lambda _m: AcknowledgeType.RELEASE)
+            self._acknowledge(consumer, polled, lambda _m: AcknowledgeType.RELEASE)
             self.released += len(polled.messages)
             self._failures += 1
             wait = min(BACKOFF_MAX_S, 0.5 * 2 ** (self._failures - 1))
@@ -184,12 +198,13 @@ class ShareReplica:
             return
         self._failures = 0
         rejected = {(d.partition, d.offset) for d in dead}
-        self._acknowledge(consumer, polled.messages,
+        self._acknowledge(consumer, polled,
                           lambda m: AcknowledgeType.REJECT
                           if (m.partition(), m.offset()) in rejected else AcknowledgeType.ACCEPT)
         self.processed += len(polled.messages) - len(rejected)
         self.rejected += len(rejected)
         self.batches += 1
+        self.last_batch_ms = seconds * 1000
         log.info("share batch: %d records, %d streams, Spark %.0f ms", table.num_rows,
                  len(deltas), seconds * 1000)
 
@@ -214,10 +229,14 @@ class ShareReplica:
         if left or errors:
             raise KafkaException(f"deltas not written: {errors[0] if errors else f'{left} left'}")
 
-    def _acknowledge(self, consumer: ShareConsumer, messages: list, kind) -> None:
-        for m in messages:
+    def _acknowledge(self, consumer: ShareConsumer, polled: Polled, kind) -> None:
+        for m in polled.messages:
             consumer.acknowledge(m, kind(m))
-        for tp, err in consumer.commit_sync(30).items():
+        try:
+            answers = consumer.commit_sync(30)
+        finally:
+            self.held_s += len(polled.messages) * (time.monotonic() - polled.acquired_at)
+        for tp, err in answers.items():
             if err is not None:  # the lock expired meanwhile: the record went to another
                 log.warning("acknowledgement of %s[%d] refused: %s", tp.topic, tp.partition,
                             one_line(err))

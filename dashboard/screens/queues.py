@@ -159,7 +159,8 @@ def _acknowledgements(group: str, queue: dict) -> None:
             left.caption("records/s each replica acknowledged: accepted once its summary is "
                          "written, released after a failed batch, rejected as malformed "
                          "(dead-lettered); redelivered: taken again after another's lock ran "
-                         "out")
+                         "out; in flight: records it held acquired but not yet acknowledged, "
+                         "on average")
         counts = deliveries(queue)
         if counts:
             right.plotly_chart(deliveries_figure(counts, revision=f"deliveries-{group}"),

@@ -1,9 +1,11 @@
 """The Queues page in a real browser on a running stack: the consumer group and the share
 group scaled past the topic's two partitions from the page (the consumer group's third
-replica idle, every share replica working), a share replica killed from the page, and each
-car's proof."""
+replica idle, every share replica working), a share replica killed from the page, each
+car's proof, and the Streams page's order per car."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -80,5 +82,13 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             wait_until(lambda: "2 replicas, " in _text(page, "q-share"), 30,
                        what="the page without the killed sharer")
             _shot(page, artifacts_dir, "queues-after-kill")
+
+            # the Streams page says per car how the share group beside received it
+            page.goto(f"{url}/streams")
+            said = re.compile(rf"The share group {share} on the same topic has had [\d,]+ "
+                              "records arrive out of order")
+            wait_until(lambda: said.search(page.inner_text("body")), 60,
+                       what="the share group's order per car")
+            _shot(page, artifacts_dir, "streams-beside-a-share-group")
         finally:
             _shot(page, artifacts_dir, "queues-last")

@@ -334,6 +334,21 @@ def test_a_share_group_has_no_idle_rule_and_its_header_says_share_group() -> Non
     assert lm.offset_label("classic") == lm.offset_label("consumer") == "committed"
 
 
+def test_a_share_replicas_card_says_how_many_records_it_holds_in_flight() -> None:
+    beat = Event(900, "q", "ada", "heartbeat", {"share": True, "rate": 120.0,
+                                                "last_batch_ms": 80.0, "in_flight": 42.4})
+    s = replace(share_snap(1000, {0: ("ada", "bruno")}), events=(beat,))
+    cards = {c.name: c for c in lm.replica_cards(s)}
+    assert (cards["ada"].rate, cards["ada"].in_flight) == (120.0, 42.4)
+    assert cards["bruno"].in_flight is None  # no heartbeat yet: nothing claimed
+    html = cards_html([cards["ada"], cards["bruno"]])
+    assert "120 msg/s · batch 80 ms · 42 in flight" in html
+    assert html.count("in flight") == 1
+    # a consumer group's heartbeat has no such figure, and its card never says it
+    owned = replace(snap(1000, {0: "ada"}), events=(replace(beat, group="g"),))
+    assert lm.replica_cards(owned)[0].in_flight is None
+
+
 def test_a_share_groups_locator_names_the_sharers_and_nothing_is_handed_over() -> None:
     hist = [share_snap(1000, {0: ("ada",), 1: ("ada",)}),
             share_snap(2000, {0: ("ada", "bruno"), 1: ("ada", "bruno")}),

@@ -59,18 +59,22 @@ def test_ack_rates_are_between_a_share_replicas_heartbeats_never_negative():
     from backend.contracts import Event
     from dashboard.queues_model import ack_rates, share_beats
 
-    def beat(ts: int, replica: str, processed: int, released: int = 0, share: bool = True):
+    def beat(ts: int, replica: str, processed: int, released: int = 0, share: bool = True,
+             in_flight: float = 0.0):
         return Event(ts=ts, group="q", replica=replica, type="heartbeat",
                      fields={"share": share, "processed": processed, "released": released,
-                             "rejected": 0, "redelivered": 0})
+                             "rejected": 0, "redelivered": 0, "in_flight": in_flight})
 
     before = share_beats([beat(0, "ada", 0), beat(2000, "ada", 100, 4), beat(0, "bruno", 50),
                           beat(0, "gus", 0, share=False)])
     assert {n: e.ts for n, e in before.items()} == {"ada": 2000, "bruno": 0}
-    after = share_beats([beat(4000, "ada", 300, 4), beat(2000, "bruno", 10),  # restarted
+    after = share_beats([beat(4000, "ada", 300, 4, in_flight=37.5),
+                         beat(2000, "bruno", 10),  # restarted
                          beat(0, "chloe", 5)])  # new: no rate yet
-    zero = {"accepted": 0.0, "released": 0.0, "rejected": 0.0, "redelivered": 0.0}
-    assert ack_rates(before, after) == {"ada": {**zero, "accepted": 100.0}, "bruno": zero}
+    zero = {"accepted": 0.0, "released": 0.0, "rejected": 0.0, "redelivered": 0.0,
+            "in flight": 0.0}
+    assert ack_rates(before, after) == {"ada": {**zero, "accepted": 100.0, "in flight": 37.5},
+                                        "bruno": zero}
     assert ack_rates(after, after) == {}  # no newer heartbeat: nothing to say
 
 

@@ -35,3 +35,31 @@ def test_missing_fields_degrade_to_empty_cells():
     rows = stream_rows({"odd": {"count": 3}}, now_ms=0)
     assert rows[0]["mean speed"] is None and rows[0]["last seen s ago"] is None
     assert rows[0]["speed"] == []
+
+
+def test_a_share_groups_rows_name_its_sharers_and_count_out_of_order_and_redelivered():
+    from backend.contracts.queue_summary import QueueDelta, SeqRanges, fold_deltas
+    from dashboard.streams_model import queue_rows, with_share_order
+
+    queue = fold_deltas([
+        # bruno summarises seqs 5..9 first; ada's 0..3 come after them (4 out of order),
+        # two of them on a second delivery; seq 4 is nobody's yet
+        QueueDelta("car-04", 1, "bruno", 5, SeqRanges.of([(5, 9)]), deliveries={1: 5},
+                   min_ts=5_000, max_ts=9_000, fields={"speed_kmh": _stats(70, 80)},
+                   windows={5000: WindowAgg(5000, 5, {"speed_kmh": _stats(70, 80)})}),
+        QueueDelta("car-04", 1, "ada", 4, SeqRanges.of([(0, 3)]), deliveries={1: 2, 2: 2},
+                   min_ts=0, max_ts=3_000, fields={"speed_kmh": _stats(50, 60)},
+                   windows={0: WindowAgg(0, 4, {"speed_kmh": _stats(50, 60)})}),
+    ])
+    [row] = queue_rows(queue, now_ms=10_000)
+    assert row["stream"] == "car-04" and row["partition"] == 1
+    assert row["replica"] == "ada, bruno" and row["count"] == 9
+    assert (row["out of order"], row["redelivered"]) == (4, 2)
+    assert (row["duplicates"], row["gaps"]) == (0, 1)
+    assert row["mean speed"] == 65.0 and row["speed"] == [55.0, 75.0]
+    assert row["last seen s ago"] == 1.0
+
+    consumer = stream_rows({"car-04": {"count": 10}, "car-05": {"count": 3}}, now_ms=0)
+    beside = {r["stream"]: r["share group: out of order"]
+              for r in with_share_order(consumer, queue)}
+    assert beside == {"car-04": 4, "car-05": None}

@@ -1,5 +1,6 @@
 """The observer on a real share group: two share consumers on one topic, every partition's
-sharers in the Snapshot as Kafka's own describe reports them, and no single owner anywhere."""
+sharers in the Snapshot as Kafka's own describe reports them, no single owner anywhere, and
+a sharer leaving as a Timeline episode."""
 
 from __future__ import annotations
 
@@ -75,6 +76,20 @@ def test_a_share_groups_snapshot_names_every_sharer_of_every_partition(
         for m in snap.members:
             assert set(m.partitions) == {p for p, names in expected.items()
                                          if m.client_id in names}
+
+        # a sharer leaving is a Timeline episode: it left, nothing "moved"
+        consumers.pop().close()
+
+        def left() -> Snapshot | None:
+            _poll(consumers[0])
+            snap = observer.poll_once()
+            gone = [rb for rb in snap.rebalances if CLIENTS[1] in rb.left]
+            return snap if gone and gone[-1].end_ms is not None else None
+
+        snap = wait_until(left, timeout=60, what=f"{CLIENTS[1]} leaving, on the timeline")
+        last = [rb for rb in snap.rebalances if CLIENTS[1] in rb.left][-1]
+        assert last.moved == () and last.joined == ()
+        assert [m.client_id for m in snap.members] == [CLIENTS[0]]
     finally:
         observer.stop()
         reader.close()

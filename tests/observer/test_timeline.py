@@ -139,3 +139,27 @@ def test_a_static_member_back_in_the_same_generation_is_a_rejoin_not_a_rebalance
     tl2.observe(f(0, gen=4, assign=ABC))
     tl2.observe(f(1, gen=5, assign=swapped))
     assert tl2.rebalances()[0].reason == "generation"
+
+
+def test_a_share_groups_membership_changes_are_episodes_with_nothing_moved():
+    """A share group's partitions gain and lose sharers: a member joining or dying is an
+    episode on the Timeline (joined / left, the epoch moving), and no partition "moves"."""
+    def share(t, gen, shared):
+        members = sorted({m for ms in shared.values() for m in ms})
+        return GroupFrame(taken_ms=t * 1000, state="Stable", generation=gen,
+                          members={m: CLIENTS[m] for m in members}, assignment={},
+                          targets_met=True, committed={0: 10 * t, 1: 10 * t},
+                          shared={p: tuple(ms) for p, ms in shared.items()})
+
+    tl = Timeline()
+    tl.observe(share(0, 4, {0: ["id-a"], 1: ["id-a"]}))
+    tl.observe(share(1, 4, {0: ["id-a"], 1: ["id-a"]}))
+    assert tl.rebalances() == ()
+    tl.observe(share(2, 6, {0: ["id-a", "id-b"], 1: ["id-a", "id-b"]}))  # b joins
+    tl.observe(share(3, 6, {0: ["id-a", "id-b"], 1: ["id-a", "id-b"]}))
+    tl.observe(share(4, 6, {0: ["id-b"], 1: ["id-b"]}))  # a dies, same epoch read
+    joined, left = tl.rebalances()
+    assert (joined.joined, joined.left, joined.moved) == (("b",), (), ())
+    assert (joined.previous_generation, joined.generation) == (4, 6)
+    assert (joined.start_ms, joined.end_ms) == (1000, 2000)
+    assert (left.joined, left.left, left.moved, left.reason) == ((), ("a",), (), "assignment")
