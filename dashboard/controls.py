@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+from backend.contracts import COMMIT_GUARANTEES, COMMIT_MODES
 from backend.contracts.control import (
     MAX_PARTITIONS,
     MAX_RATE,
@@ -113,8 +114,8 @@ def _summary(label: str, result: object) -> str:
         return (f"capacity {'off' if cap is None else f'{cap:g} msg/s per replica'}; "
                 f"restarting {', '.join(result.restarting) or 'none'}")
     if isinstance(result, ReplicaOptions):
-        return (f"new replicas join with {result.protocol}/{result.assignor}"
-                f"{', exactly-once' if result.exactly_once else ''}")
+        return (f"new replicas join with {result.protocol}/{result.assignor}, commit "
+                f"{result.commit} ({COMMIT_GUARANTEES[result.commit]})")
     return "done"
 
 
@@ -192,14 +193,20 @@ def _controls_panel(ctx: ViewContext) -> None:
     assignor = st.selectbox("assignor", assignors, disabled=off,
                             index=assignors.index(opts.assignor)
                             if opts and opts.assignor in assignors else 0, key="ctl_assignor")
-    eos = st.toggle("exactly-once", value=bool(opts.exactly_once) if opts else False,
-                    disabled=off, key="ctl_eos")
+    modes = list(COMMIT_MODES)
+    commit = st.selectbox("commit mode", modes, disabled=off, key="ctl_commit",
+                          index=modes.index(opts.commit) if opts and opts.commit in modes else 0,
+                          format_func=lambda m: f"{m} ({COMMIT_GUARANTEES[m]})",
+                          help="  \n".join(f"**{m}**: {t}" for m, t in COMMIT_MODES.items())
+                          + "  \nKill a replica under each and compare the Streams page's "
+                            "duplicates and gaps.")
     static = st.toggle("static membership", value=bool(opts.static) if opts else False,
                        disabled=off, key="ctl_static",
                        help="group.instance.id = the replica's name: a quick restart moves "
                             "nothing")
     if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
-        _call("options", lambda c: c.set_options(protocol, assignor, eos, static=static))
+        _call("options", lambda c: c.set_options(protocol, assignor, static=static,
+                                                 commit=commit))
 
     cap = st.number_input("capacity per replica (msg/s, 0 = no cap)", min_value=0.0,
                           max_value=MAX_RATE, step=10.0, disabled=off, key="ctl_capacity",

@@ -11,10 +11,13 @@ CHAOS = ("Runs real replicas on a fresh topic and group, produces telemetry, and
          "at random (seeded) moments kills (SIGKILL), stops, starts and scales "
          "them. Then drains and checks every stream's summary against what was "
          "produced. Exit code 1 when a message was lost (or, with --exactly-once, "
-         "counted twice). Needs Kafka and the Spark engine (e.g. `groupscope up`).")
+         "counted twice); with a careless --commit mode (auto, before-processing) the "
+         "records it lost are reported as what that mode costs, not as a failure. Needs "
+         "Kafka and the Spark engine (e.g. `groupscope up`).")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from backend.contracts import COMMIT_MODES, commit_help
     from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 
     p = add_command(sub, "chaos", _chaos, cluster=True, help=CHAOS_HELP,
@@ -35,7 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--protocol", choices=sorted(PROTOCOL_ASSIGNORS), default=DEFAULT_PROTOCOL)
     p.add_argument("--assignor", help="default: the protocol's first (" + "; ".join(
         f"{protocol}: {assignors[0]}" for protocol, assignors in PROTOCOL_ASSIGNORS.items()) + ")")
-    p.add_argument("--exactly-once", action="store_true", help="transactional replicas")
+    modes = p.add_mutually_exclusive_group()
+    modes.add_argument("--exactly-once", action="store_true",
+                       help="transactional replicas (--commit transactional)")
+    modes.add_argument("--commit", choices=tuple(COMMIT_MODES), default=None,
+                       help=f"when the replicas commit: {commit_help()}")
     p.add_argument("--drain-timeout", type=positive(float), default=180.0, metavar="S")
     p.add_argument("--broker-kills", action="store_true",
                    help="also SIGKILL a Kafka node of the stack's cluster every 10-16 s and "
@@ -66,11 +73,12 @@ def _chaos(args: argparse.Namespace) -> int:
         raise UserError("need --min-replicas <= --replicas <= --max-replicas")
     if args.every[0] > args.every[1]:
         raise UserError("--every MIN MAX needs MIN <= MAX")
-    if args.share and (args.exactly_once or args.assignor or args.broker_kills):
-        raise UserError("--share runs share-group replicas: --exactly-once, --assignor and "
-                        "--broker-kills apply to a consumer group")
+    if args.share and (args.exactly_once or args.commit or args.assignor or args.broker_kills):
+        raise UserError("--share runs share-group replicas: --exactly-once, --commit, "
+                        "--assignor and --broker-kills apply to a consumer group")
     try:
-        options = validate_options(args.protocol, args.assignor, args.exactly_once)
+        options = validate_options(args.protocol, args.assignor, args.exactly_once,
+                                   commit=args.commit)
     except InvalidRequest as exc:
         raise UserError(str(exc)) from None
     settings = resolve_settings(args.bootstrap, args.kafka_config)

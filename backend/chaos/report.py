@@ -5,13 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from backend.chaos.run import ChaosReport
+from backend.contracts import COMMIT_GUARANTEES
 
 
 def rows(r: ChaosReport) -> list[tuple[str, str]]:
     cfg, v = r.config, r.verdict
-    mode = "exactly-once" if cfg.options.exactly_once else "at-least-once"
+    commit = cfg.options.commit
+    mode = f"commit {commit}: {COMMIT_GUARANTEES[commit]}"
     dup_note = "" if v is None or not v.duplicates or cfg.options.exactly_once \
-        else " (at-least-once: replays after crashes)"
+        else " (replays after crashes)"
+    lost_note = (f" (what commit {commit} costs: offsets committed before the records "
+                 "were summarised)" if r.careless and v is not None and v.lost else "")
     kind = (f"share group, {v.redelivered if v else '-'} redelivered, "
             f"{v.out_of_order if v else '-'} out of order" if cfg.share
             else f"{cfg.options.protocol}/{cfg.options.assignor}, {mode}")
@@ -35,7 +39,7 @@ def rows(r: ChaosReport) -> list[tuple[str, str]]:
         ("rebalances seen", str(r.rebalances)),
         ("messages produced", "-" if v is None else str(v.produced)),
         ("messages processed", "-" if v is None else str(v.processed)),
-        ("lost", "-" if v is None else str(v.lost)),
+        ("lost", "-" if v is None else f"{v.lost}{lost_note}"),
         ("duplicates", "-" if v is None else f"{v.duplicates}{dup_note}"),
         ("longest processing gap", f"{r.longest_stall_s:.1f} s"),
         ("longest rebalance gap", f"{r.longest_rebalance_gap_s:.1f} s"),

@@ -31,7 +31,7 @@ from backend.chaos.verify import Verdict, judge, judge_share, read_summaries
 from backend.cluster.settings import KafkaSettings
 from backend.cluster.share import ensure_share_group
 from backend.cluster.topics import TopicSpec, ensure, ensure_topics
-from backend.contracts import Snapshot
+from backend.contracts import CARELESS_COMMITS, Snapshot
 from backend.contracts.control import ReplicaOptions
 from backend.fleet.simulator import FleetSimulator
 from backend.observer.observer import Observer
@@ -81,11 +81,16 @@ class ChaosReport:
         v = self.verdict
         if self.error or v is None or self.drain_s is None or self.producer_failures:
             return False
-        if v.lost or v.unexpected:
+        if v.unexpected or (v.lost and not self.careless):
             return False
         if self.config.share:  # a duplicate is a redelivery summarised twice, never more
             return v.unexplained_duplicates == 0
         return not (self.config.options.exactly_once and v.duplicates)
+
+    @property
+    def careless(self) -> bool:
+        """A commit mode run to show what it loses: its losses are the lesson, not a fault."""
+        return not self.config.share and self.config.options.commit in CARELESS_COMMITS
 
 
 Progress = Callable[[str], None]
@@ -172,7 +177,7 @@ class ChaosRun:
             else:
                 drain_s = self._drain(observer)
                 if drain_s is not None:
-                    verdict = judge(produced, read_summaries(self.settings, self.group))
+                    verdict = self._settled_verdict(produced)
             if drain_s is None:
                 error = f"the group did not catch up within {cfg.drain_timeout_s:.0f}s"
         finally:
@@ -286,6 +291,22 @@ class ChaosRun:
                 time.sleep(0.25)
         finally:
             tail.close()
+
+    def _settled_verdict(self, produced: dict[str, int], within_s: float = 30.0) -> Verdict:
+        """The verdict once the summaries stop changing. A careful replica commits after its
+        summaries are durable, so at the drain they are final; a careless one may have
+        committed what it is still summarising, so wait until two reads 2 s apart agree."""
+        verdict = judge(produced, read_summaries(self.settings, self.group))
+        if self.config.options.commit not in CARELESS_COMMITS:
+            return verdict
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            time.sleep(2.0)
+            again = judge(produced, read_summaries(self.settings, self.group))
+            if (again.processed, again.lost) == (verdict.processed, verdict.lost):
+                return again
+            verdict = again
+        return verdict
 
     def _drain(self, observer: Observer) -> float | None:
         """Seconds until every input partition's committed offset reaches its end, or None.

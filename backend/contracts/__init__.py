@@ -83,6 +83,19 @@ COMMIT_MODES: dict[str, str] = {
 }
 
 
+def commit_help() -> str:
+    """The modes for a command's --help: each with what it does."""
+    return "; ".join(f"{mode}: {text}" for mode, text in COMMIT_MODES.items())
+
+
+# the modes that commit what they have not summarised yet: shown losing records on purpose
+CARELESS_COMMITS: frozenset[str] = frozenset({AUTO_COMMIT, BEFORE_PROCESSING})
+# what each mode promises, in the words the status tables and the chaos report use
+COMMIT_GUARANTEES: dict[str, str] = {
+    AFTER_SUMMARY: "at-least-once", TRANSACTIONAL: "exactly-once",
+    AUTO_COMMIT: "auto-commit", BEFORE_PROCESSING: "at-most-once"}
+
+
 # ---- input message ----------------------------------------------------------------------
 
 NUMERIC_FIELDS: tuple[str, ...] = ("speed_kmh", "rpm", "gear", "engine_temp_c", "lat", "lon")

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from backend.contracts import CLASSIC, CONSUMER
+from backend.contracts import AFTER_SUMMARY, CLASSIC, COMMIT_MODES, CONSUMER, TRANSACTIONAL
 
 # ---- group choices ----------------------------------------------------------------------
 
@@ -67,6 +67,37 @@ def resolve_assignor(protocol: str, assignor: str | None = None) -> str:
         raise GroupChoiceError(f"assignor {assignor!r} does not work with the {protocol} "
                                f"protocol; choose one of {', '.join(allowed)}")
     return assignor
+
+
+# the commit modes as a type, so a request model and /openapi.json list them
+CommitMode = Literal[tuple(COMMIT_MODES)]  # type: ignore[valid-type]
+
+
+def resolve_commit(commit: str | None, exactly_once: bool | None) -> str | None:
+    """The commit mode a choice means: `commit`, with `exactly_once` its older spelling (True:
+    transactional; False: after-summary, once called at-least-once); None when neither is
+    given. The one check of the pair, for the CLIs, the API and the replica alike."""
+    if commit is not None and commit not in COMMIT_MODES:
+        raise GroupChoiceError(f"unknown commit mode {commit!r}; choose one of "
+                               f"{', '.join(COMMIT_MODES)}")
+    if exactly_once is None:
+        return commit
+    older = TRANSACTIONAL if exactly_once else AFTER_SUMMARY
+    if commit not in (None, older):
+        raise GroupChoiceError(f"exactly-once {'on' if exactly_once else 'off'} means commit "
+                               f"{older}, not {commit}: give one of them")
+    return older
+
+
+def _older_commit_spelling(data: Any) -> Any:
+    """An answer's `exactly_once` (what these models said before commit modes) as `commit`
+    when it has none; with one, `exactly_once` is what the model derives from it."""
+    if isinstance(data, dict) and "exactly_once" in data:
+        data = dict(data)
+        exactly_once = data.pop("exactly_once")
+        if data.get("commit") is None:
+            data["commit"] = TRANSACTIONAL if exactly_once else AFTER_SUMMARY
+    return data
 
 
 # ---- limits -----------------------------------------------------------------------------
@@ -122,17 +153,28 @@ class ReplicaOptions(Answer):
 
     protocol: str = DEFAULT_PROTOCOL
     assignor: str = DEFAULT_ASSIGNOR
-    exactly_once: bool = False
+    commit: CommitMode = Field(AFTER_SUMMARY, description="when a replica commits its "
+                                                          "offsets (COMMIT_MODES)")
     static: bool = Field(False, description="group.instance.id = the replica's name: a "
                                             "restart within the session timeout moves no "
                                             "partition")
     max_rate: Rate | None = Field(None, description="messages/s each replica takes at most; "
                                                     "null: no cap")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _older_spelling(cls, data: Any) -> Any:
+        return _older_commit_spelling(data)
+
     @model_validator(mode="after")
     def _choice_works(self) -> ReplicaOptions:
         resolve_assignor(self.protocol, self.assignor)
         return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def exactly_once(self) -> bool:
+        return self.commit == TRANSACTIONAL
 
 
 ReplicaState = Literal["running", "stopping", "restarting", "stopped", "killed", "crashed",
@@ -153,7 +195,7 @@ class ReplicaInfo(Answer):
     exit_signal: str | None = Field(description="e.g. SIGKILL when it died from a signal")
     protocol: str
     assignor: str
-    exactly_once: bool
+    commit: str = AFTER_SUMMARY
     static: bool = False
     max_rate: float | None = Field(None, description="messages/s it takes at most; null: no cap")
     restarts: int = 0
@@ -164,10 +206,20 @@ class ReplicaInfo(Answer):
                                                   "the broker could not be asked")
     partitions: tuple[int, ...] = ()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _older_spelling(cls, data: Any) -> Any:
+        return _older_commit_spelling(data)
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def alive(self) -> bool:
         return self.state in ALIVE_STATES
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def exactly_once(self) -> bool:
+        return self.commit == TRANSACTIONAL
 
 
 class ExternalMember(Answer):
@@ -277,8 +329,20 @@ class OptionsFields(Request):
 
     protocol: str | None = None
     assignor: str | None = None
-    exactly_once: StrictBool | None = None
+    exactly_once: StrictBool | None = Field(None, description="true: commit transactional; "
+                                                              "false: after-summary")
+    commit: CommitMode | None = None
     static: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _one_commit_mode(self) -> OptionsFields:
+        resolve_commit(self.commit, self.exactly_once)
+        return self
+
+    @property
+    def commit_mode(self) -> str | None:
+        """The commit mode the body asks for, None to keep the one in force."""
+        return resolve_commit(self.commit, self.exactly_once)
 
 
 class ProtocolOptions(OptionsFields):
@@ -353,13 +417,13 @@ UNION_BRANCHES: frozenset[str] = frozenset(
 
 def options_request(protocol: str | None = None, assignor: str | None = None,
                     exactly_once: bool | None = None, static: bool | None = None,
-                    ) -> OptionsFields:
+                    commit: str | None = None) -> OptionsFields:
     """The `POST /options` body for these choices, built unchecked: the server's refusal is
     the one message a caller sees for a choice that cannot work."""
     model = OPTIONS_FOR_PROTOCOL.get(protocol, ProtocolOptions) if protocol is not None \
         else KeepProtocolOptions
     return model.model_construct(protocol=protocol, assignor=assignor,
-                                 exactly_once=exactly_once, static=static)
+                                 exactly_once=exactly_once, static=static, commit=commit)
 
 
 class RateRequest(Request):

@@ -18,8 +18,14 @@ from backend.contracts import (
     DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
     TRANSACTIONAL,
+    commit_help,
 )
-from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
+from backend.contracts.control import (
+    DEFAULT_PROTOCOL,
+    PROTOCOL_ASSIGNORS,
+    GroupChoiceError,
+    resolve_commit,
+)
 from backend.errors import one_line
 
 if TYPE_CHECKING:  # pyspark and pyarrow load only when a replica really runs
@@ -48,9 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"{protocol}: {', '.join(assignors)} (default {assignors[0]})"
         for protocol, assignors in PROTOCOL_ASSIGNORS.items()))
     p.add_argument("--commit", choices=tuple(COMMIT_MODES), default=None,
-                   help="when offsets are committed: " + "; ".join(
-                       f"{mode}: {what}" for mode, what in COMMIT_MODES.items())
-                   + f" (default {AFTER_SUMMARY})")
+                   help=f"when offsets are committed: {commit_help()} (default "
+                        f"{AFTER_SUMMARY})")
     p.add_argument("--exactly-once", action="store_true",
                    help=f"the same as --commit {TRANSACTIONAL}")
     p.add_argument("--static", action="store_true",
@@ -149,10 +154,11 @@ def _standby(args: argparse.Namespace) -> int:
 
 def commit_mode(commit: str | None, exactly_once: bool) -> str:
     """--commit, with --exactly-once its older spelling of `transactional`."""
-    if exactly_once and commit not in (None, TRANSACTIONAL):
+    try:
+        return resolve_commit(commit, True if exactly_once else None) or AFTER_SUMMARY
+    except GroupChoiceError:  # argparse's choices leave only the pair's conflict
         raise UserError(f"--exactly-once means --commit {TRANSACTIONAL}, not {commit}: "
-                        "give one of them")
-    return TRANSACTIONAL if exactly_once else commit or AFTER_SUMMARY
+                        "give one of them") from None
 
 
 def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> int:

@@ -258,11 +258,11 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
     def share_scale(body: ScaleRequest) -> ScaleAnswer:
         return ScaleAnswer(**supervisor.share_scale(body.replicas))
 
-    @app.post("/options", responses=OPTIONS, summary="protocol / assignor / exactly-once for "
-              "new replicas", **changes)
+    @app.post("/options", responses=OPTIONS, summary="protocol / assignor / commit mode / "
+              "static membership for new replicas", **changes)
     def options(body: OptionsRequest) -> OptionsAnswer:
         return OptionsAnswer(options=supervisor.set_options(
-            body.protocol, body.assignor, body.exactly_once, body.static))
+            body.protocol, body.assignor, None, body.static, body.commit_mode))
 
     @app.post("/capacity", responses=CHANGE, summary="messages/s each replica takes at most "
               "(null: no cap); running replicas restart with it", **changes)

@@ -14,10 +14,15 @@ from pydantic import BaseModel
 
 from backend.cli_common import add_command, positive
 from backend.contracts import (
+    AFTER_SUMMARY,
+    COMMIT_GUARANTEES,
+    COMMIT_MODES,
     DEFAULT_GROUP,
     DEFAULT_PARTITIONS,
     DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
+    TRANSACTIONAL,
+    commit_help,
 )
 from backend.contracts.control import (
     BROKER_ACTIONS,
@@ -67,7 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--protocol", choices=list(PROTOCOL_ASSIGNORS), default=DEFAULT_PROTOCOL)
     p.add_argument("--assignor", choices=assignors, default=None,
                    help="default: range (classic), uniform (consumer)")
-    p.add_argument("--exactly-once", action="store_true", help="replicas use transactions")
+    modes = p.add_mutually_exclusive_group()
+    modes.add_argument("--exactly-once", action="store_true",
+                       help=f"replicas use transactions (--commit {TRANSACTIONAL})")
+    modes.add_argument("--commit", choices=tuple(COMMIT_MODES), default=None,
+                       help="when replicas commit their offsets: " + commit_help())
     p.add_argument("--static", action="store_true",
                    help="replicas are static members (group.instance.id = their name)")
     p.add_argument("--max-rate", type=positive(float), default=None, metavar="N",
@@ -128,8 +137,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--protocol", choices=list(PROTOCOL_ASSIGNORS))
     o.add_argument("--assignor", choices=assignors)
     eos = o.add_mutually_exclusive_group()
-    eos.add_argument("--exactly-once", dest="exactly_once", action="store_true", default=None)
-    eos.add_argument("--at-least-once", dest="exactly_once", action="store_false")
+    eos.add_argument("--exactly-once", dest="exactly_once", action="store_true", default=None,
+                     help=f"--commit {TRANSACTIONAL}")
+    eos.add_argument("--at-least-once", dest="exactly_once", action="store_false",
+                     help=f"--commit {AFTER_SUMMARY}")
+    eos.add_argument("--commit", choices=tuple(COMMIT_MODES), default=None,
+                     help="when replicas commit their offsets: " + commit_help())
     membership = o.add_mutually_exclusive_group()
     membership.add_argument("--static", dest="static", action="store_true", default=None,
                             help="static members: a quick restart moves no partition")
@@ -183,7 +196,8 @@ def _backend(args: argparse.Namespace) -> int:
                                 "--stop-grace > 0")
     try:
         options = validate_options(args.protocol, args.assignor, args.exactly_once,
-                                   static=args.static, max_rate=args.max_rate)
+                                   static=args.static, max_rate=args.max_rate,
+                                   commit=args.commit)
     except InvalidRequest as exc:
         return _fail("backend", str(exc))
     command_text = args.replica_command or os.environ.get(ENV_REPLICA_COMMAND)
@@ -287,7 +301,8 @@ def _run_action(client: ControlClient, args: argparse.Namespace) -> BaseModel:
     if a == "partitions":
         return client.add_partitions(_number(args.partitions, "P", int))
     if a == "options":
-        return client.set_options(args.protocol, args.assignor, args.exactly_once, args.static)
+        return client.set_options(args.protocol, args.assignor, args.exactly_once, args.static,
+                                  args.commit)
     if a == "capacity":
         off = args.max_rate.strip().lower() == "off"
         return client.set_capacity(None if off else _number(args.max_rate, "N", float))
@@ -367,7 +382,7 @@ def render_status(st: Status, colour: bool = False) -> str:
         rows.append([r.name, r.state, str(r.pid or "-"), _uptime(r.started_at, r.ended_at),
                      member, _parts(r.partitions),
                      f"{r.protocol}/{r.assignor}" + ("/static" if r.static else ""),
-                     _delivery(r.exactly_once), _cap(r.max_rate), str(r.restarts), exit_])
+                     _delivery(r.commit), _cap(r.max_rate), str(r.restarts), exit_])
     for m in st.external:
         rows.append([m.client_id, "external", "-", "-", "yes", _parts(m.partitions),
                      "-", "-", "-", "-", f"host {m.host}"])
@@ -404,8 +419,8 @@ def _render_share(share: ShareStatus, colour: bool) -> str:
             f"{len(share.running)} replicas running, {share.members} members\n{text}")
 
 
-def _delivery(exactly_once: bool) -> str:
-    return "exactly-once" if exactly_once else "at-least-once"
+def _delivery(commit: str) -> str:
+    return COMMIT_GUARANTEES.get(commit, commit)
 
 
 def _cap(max_rate: float | None) -> str:
@@ -418,7 +433,7 @@ def _render_capacity(max_rate: float | None) -> str:
 
 def _render_options(o: ReplicaOptions) -> str:
     membership = "static" if o.static else "dynamic"
-    return (f"new replicas: {o.protocol}/{o.assignor}, {_delivery(o.exactly_once)}, "
+    return (f"new replicas: {o.protocol}/{o.assignor}, {_delivery(o.commit)}, "
             f"{membership}; capacity: {_render_capacity(o.max_rate)}")
 
 

@@ -173,8 +173,8 @@ class ControlClient:
 
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
                     exactly_once: bool | None = None, static: bool | None = None,
-                    ) -> ReplicaOptions:
-        body = options_request(protocol, assignor, exactly_once, static)
+                    commit: str | None = None) -> ReplicaOptions:
+        body = options_request(protocol, assignor, exactly_once, static, commit)
         return self._call(OptionsAnswer, "POST", "/options", body).options
 
     def set_capacity(self, max_rate: float | None) -> CapacityAnswer:

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from backend.contracts import SHARE
+from backend.contracts import AFTER_SUMMARY, SHARE
 from backend.contracts.control import (
     MAX_REPLICAS,
     STANDBY_DELAY_S,
@@ -42,6 +42,7 @@ from backend.contracts.control import (
     ReplicaOptions,
     StandbyOrder,
     resolve_assignor,
+    resolve_commit,
 )
 from backend.errors import one_line
 from backend.proc import spawn
@@ -57,8 +58,9 @@ def default_replica_command() -> tuple[str, ...]:
 
 def replica_argv(name: str, group: str, topic: str, bootstrap: str, *,
                  protocol: str | None = None, assignor: str | None = None,
-                 exactly_once: bool = False, static: bool = False,
-                 max_rate: float | None = None, kafka_config: str | None = None,
+                 exactly_once: bool = False, commit: str | None = None,
+                 static: bool = False, max_rate: float | None = None,
+                 kafka_config: str | None = None,
                  spark_remote: str | None = None,
                  command: Sequence[str] | None = None, extra: Sequence[str] = ()) -> list[str]:
     """A replica's command line, the one builder of it: the supervisor, the test harness and
@@ -73,6 +75,8 @@ def replica_argv(name: str, group: str, topic: str, bootstrap: str, *,
     args += ["--bootstrap", bootstrap]
     if exactly_once:
         args.append("--exactly-once")
+    if commit is not None:
+        args += ["--commit", commit]
     if static:
         args.append("--static")
     if max_rate is not None:
@@ -131,18 +135,22 @@ class LaunchConfig:
                                 command=self.command, extra=("--share", *self.extra_args))
         return replica_argv(name, self.group, self.topic, self.bootstrap,
                             protocol=options.protocol, assignor=options.assignor,
-                            exactly_once=options.exactly_once, static=options.static,
+                            commit=None if options.commit == AFTER_SUMMARY else options.commit,
+                            static=options.static,
                             max_rate=options.max_rate, kafka_config=self.kafka_config,
                             spark_remote=self.spark_remote, command=self.command,
                             extra=self.extra_args)
 
 
 def validate_options(protocol: str, assignor: str | None, exactly_once: bool = False, *,
-                     static: bool = False, max_rate: float | None = None) -> ReplicaOptions:
-    """The options a replica joins with, or InvalidRequest naming what to choose instead."""
+                     static: bool = False, max_rate: float | None = None,
+                     commit: str | None = None) -> ReplicaOptions:
+    """The options a replica joins with, or InvalidRequest naming what to choose instead.
+    `exactly_once` is the older spelling of `commit="transactional"`."""
     try:
+        mode = resolve_commit(commit, True if exactly_once else None) or AFTER_SUMMARY
         return ReplicaOptions(protocol=protocol, assignor=resolve_assignor(protocol, assignor),
-                              exactly_once=exactly_once, static=static, max_rate=max_rate)
+                              commit=mode, static=static, max_rate=max_rate)
     except (GroupChoiceError, ValidationError) as exc:
         raise InvalidRequest(one_line(exc)) from None
 
@@ -188,7 +196,7 @@ class ReplicaProcess:
             started_at=self.started_at, ended_at=self.ended_at, returncode=self.returncode,
             exit_signal=sig, protocol=SHARE if self.share else self.options.protocol,
             assignor="" if self.share else self.options.assignor,
-            exactly_once=self.options.exactly_once, static=self.options.static,
+            commit=self.options.commit, static=self.options.static,
             max_rate=self.options.max_rate, restarts=self.restarts,
             crashes=self.crashes, forced=self.forced,
             log_file=str(self.log_file) if self.log_file else None,
@@ -296,17 +304,22 @@ class ReplicaPool:
 
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
                     exactly_once: bool | None = None, static: bool | None = None,
-                    ) -> ReplicaOptions:
-        """Options for replicas started from now on; running ones keep theirs."""
+                    commit: str | None = None) -> ReplicaOptions:
+        """Options for replicas started from now on; running ones keep theirs. `exactly_once`
+        is the older spelling of a commit mode (True: transactional, False: after-summary)."""
         with self._lock:
             old = self._options
             switching = protocol is not None and protocol != old.protocol
+            try:
+                mode = resolve_commit(commit, exactly_once) or old.commit
+            except GroupChoiceError as exc:
+                raise InvalidRequest(one_line(exc)) from None
             # a protocol switch without an assignor takes that protocol's default
             self._options = validate_options(
                 protocol if protocol is not None else old.protocol,
                 assignor if assignor is not None or switching else old.assignor,
-                old.exactly_once if exactly_once is None else exactly_once,
-                static=old.static if static is None else static, max_rate=old.max_rate)
+                static=old.static if static is None else static, max_rate=old.max_rate,
+                commit=mode)
             return self._options
 
     def set_capacity(self, max_rate: float | None) -> tuple[ReplicaOptions, list[str]]:
@@ -321,8 +334,8 @@ class ReplicaPool:
         with self._lock:
             self._check_open()
             old = self._options
-            self._options = validate_options(old.protocol, old.assignor, old.exactly_once,
-                                             static=old.static, max_rate=max_rate)
+            self._options = validate_options(old.protocol, old.assignor, static=old.static,
+                                             max_rate=max_rate, commit=old.commit)
             restarting = []
             for rec in self._live():  # one stopping now takes the new cap if restarted later
                 if rec.options.max_rate == max_rate:

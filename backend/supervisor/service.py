@@ -450,8 +450,9 @@ class SupervisorService:
         return self._share().scale(n)
 
     def set_options(self, protocol: str | None, assignor: str | None,
-                    exactly_once: bool | None, static: bool | None = None) -> ReplicaOptions:
-        return self._pool().set_options(protocol, assignor, exactly_once, static)
+                    exactly_once: bool | None, static: bool | None = None,
+                    commit: str | None = None) -> ReplicaOptions:
+        return self._pool().set_options(protocol, assignor, exactly_once, static, commit)
 
     def set_capacity(self, max_rate: float | None) -> tuple[ReplicaOptions, list[str]]:
         return self._pool().set_capacity(max_rate)

@@ -68,6 +68,27 @@ def test_a_report_with_a_lost_message_fails(tmp_path) -> None:
     assert not eos.ok  # a duplicate is a failure in exactly-once mode
 
 
+def test_a_careless_commit_modes_losses_are_reported_as_its_cost_not_a_failure() -> None:
+    lost = judge({"car-01": 10}, {"car-01": {"count": 9, "last_seq": 9, "gaps": 1}})
+    base = dict(group="g", topic="t", done={"kill": 1}, skipped=0, rebalances=1,
+                longest_stall_s=1.0, longest_rebalance_gap_s=1.0, max_lag=5, drain_s=2.0,
+                verdict=lost, producer_failures=0)
+    for mode, guarantee in (("before-processing", "at-most-once"), ("auto", "auto-commit")):
+        r = ChaosReport(config=ChaosConfig(options=ReplicaOptions(commit=mode)), **base)
+        text = render(r)
+        assert r.ok and r.careless and "PASS" in text, text
+        assert f"commit {mode}: {guarantee}" in text
+        assert f"1 (what commit {mode} costs: offsets committed before the records" in text
+        assert to_dict(r)["config"]["commit"] == mode and to_dict(r)["lost"] == 1
+    careful = ChaosReport(config=ChaosConfig(options=ReplicaOptions()), **base)
+    assert not careful.ok and "commit after-summary: at-least-once" in render(careful)
+    # a careless mode still fails on a seq nobody produced, or a drain that never ended
+    odd = judge({"car-01": 2}, {"car-01": {"count": 4, "last_seq": 3}})
+    careless = ChaosConfig(options=ReplicaOptions(commit="auto"))
+    assert not ChaosReport(config=careless, **{**base, "verdict": odd}).ok
+    assert not ChaosReport(config=careless, **{**base, "drain_s": None}).ok
+
+
 def test_cli_refuses_bad_bounds_and_a_missing_engine_in_one_line(kafka) -> None:
     def run(*args: str) -> subprocess.CompletedProcess:
         return run_process([sys.executable, "-m", "backend.cli", "chaos", *args,

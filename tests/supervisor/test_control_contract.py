@@ -153,6 +153,33 @@ def test_options_request_builds_each_branch_unchecked() -> None:
         "protocol": "classic", "assignor": "uniform"}
 
 
+def test_a_commit_mode_is_one_of_the_table_and_exactly_once_its_older_spelling() -> None:
+    from backend.contracts import COMMIT_MODES
+    from backend.contracts.control import resolve_commit
+
+    for mode in COMMIT_MODES:
+        body = _validate(OptionsRequest, json.dumps({"commit": mode}).encode())
+        assert body.commit_mode == mode
+        opts = ReplicaOptions(commit=mode)
+        assert opts.exactly_once == (mode == "transactional")
+        # what the server answers parses back to the same options
+        assert ReplicaOptions.model_validate_json(opts.model_dump_json()) == opts
+    assert _validate(OptionsRequest, b'{"exactly_once": true}').commit_mode == "transactional"
+    assert _validate(OptionsRequest, b'{"exactly_once": false}').commit_mode == "after-summary"
+    assert _validate(OptionsRequest, b"{}").commit_mode is None  # keeps the mode in force
+    assert "Input should be 'after-summary', 'transactional', 'auto' or 'before-processing'" \
+        in _refusal(OptionsRequest, b'{"commit": "sometimes"}')
+    assert _refusal(OptionsRequest, b'{"exactly_once": false, "commit": "auto"}') == (
+        "exactly-once off means commit after-summary, not auto: give one of them")
+    assert ReplicaOptions(exactly_once=True).commit == "transactional"
+    assert resolve_commit(None, None) is None
+    with pytest.raises(ValueError, match="unknown commit mode 'x'; choose one of after-summary"):
+        resolve_commit("x", None)
+    assert validate_options("classic", None, commit="auto").commit == "auto"
+    with pytest.raises(InvalidRequest, match="means commit transactional, not auto"):
+        validate_options("classic", None, True, commit="auto")
+
+
 def test_protocol_assignor_combinations() -> None:
     assert resolve_assignor("classic") == "range"
     assert resolve_assignor("consumer") == "uniform"
@@ -196,10 +223,11 @@ def test_launch_argv_carries_every_option(tmp_path) -> None:
     assert argv[0] == "run-replica"
     joined = " ".join(argv)
     for part in ("--id ada", "--group g", "--topic t", "--protocol consumer",
-                 "--assignor uniform", "--exactly-once", "--bootstrap 127.0.0.1:1",
+                 "--assignor uniform", "--commit transactional", "--bootstrap 127.0.0.1:1",
                  "--spark-remote sc://x:2", f"--kafka-config {tmp_path / 'c.properties'}"):
         assert part in joined
-    assert "--exactly-once" not in cfg.argv("ada", ReplicaOptions())
+    assert "--commit" not in cfg.argv("ada", ReplicaOptions())  # the replica's own default
+    assert "--commit auto" in " ".join(cfg.argv("ada", ReplicaOptions(commit="auto")))
 
 
 def test_token_matches_only_exact_bearer() -> None:
@@ -340,16 +368,19 @@ class _OptionsStub:
     """Just enough supervisor for the /options and /scale routes: records what reached it."""
 
     def __init__(self) -> None:
-        self.asked: list[tuple[str | None, str | None, bool | None, bool | None]] = []
+        self.asked: list[tuple[str | None, str | None, bool | None, bool | None,
+                               str | None]] = []
 
     def set_options(self, protocol: str | None, assignor: str | None,
-                    exactly_once: bool | None, static: bool | None = None) -> ReplicaOptions:
-        self.asked.append((protocol, assignor, exactly_once, static))
+                    exactly_once: bool | None, static: bool | None = None,
+                    commit: str | None = None) -> ReplicaOptions:
+        self.asked.append((protocol, assignor, exactly_once, static, commit))
         chosen = protocol or "classic"
-        return ReplicaOptions(protocol=chosen, assignor=resolve_assignor(chosen, assignor))
+        return ReplicaOptions(protocol=chosen, assignor=resolve_assignor(chosen, assignor),
+                              commit=commit or "after-summary")
 
     def scale(self, n: int) -> dict[str, list[str]]:
-        self.asked.append((None, None, None, None))
+        self.asked.append((None, None, None, None, None))
         return {"started": [], "stopping": []}
 
 
@@ -365,13 +396,19 @@ def test_options_over_http_take_every_pair_and_refuse_the_rest_with_422() -> Non
         pairs = [(p, a) for p, assignors in PROTOCOL_ASSIGNORS.items() for a in assignors]
         for protocol, assignor in pairs:
             assert client.set_options(protocol, assignor).assignor == assignor
-        assert client.set_options(exactly_once=True).protocol == "classic"
+        assert client.set_options(exactly_once=True).exactly_once  # the older spelling
+        assert client.set_options(commit="before-processing").commit == "before-processing"
         with pytest.raises(ControlError, match="'uniform' does not work with the classic") \
                 as err:
             client.set_options("classic", "uniform")
         assert err.value.status == 422
-        assert stub.asked == [(p, a, None, None) for p, a in pairs] + [
-            (None, None, True, None)]
+        with pytest.raises(ControlError, match="exactly-once on means commit transactional, "
+                                               "not auto: give one of them") as err:
+            client.set_options(exactly_once=True, commit="auto")
+        assert err.value.status == 422
+        assert stub.asked == [(p, a, None, None, None) for p, a in pairs] + [
+            (None, None, None, None, "transactional"),
+            (None, None, None, None, "before-processing")]
     finally:
         server.stop()
 

@@ -157,8 +157,14 @@ def test_options_apply_to_new_replicas_only(make_pool) -> None:
     ada, bruno = pool.get("ada"), pool.get("bruno")
     assert (ada.protocol, ada.exactly_once) == ("classic", False)
     assert (bruno.protocol, bruno.assignor, bruno.exactly_once) == ("consumer", "uniform", True)
-    wait_until(lambda: "--exactly-once" in psutil.Process(bruno.pid).cmdline(), 10,
+    wait_until(lambda: psutil.Process(bruno.pid).cmdline()[-2:] == ["--commit",
+                                                                   "transactional"], 10,
                what="bruno's command line")
+    pool.set_options(commit="before-processing")
+    assert (pool.options.commit, pool.options.protocol) == ("before-processing", "consumer")
+    with pytest.raises(InvalidRequest, match="means commit transactional, not auto"):
+        pool.set_options(exactly_once=True, commit="auto")
+    assert pool.options.commit == "before-processing"  # a refusal changes nothing
     # a restart is the same replica again: it keeps its own options
     pool.restart("ada")
     assert pool.wait_for(lambda rs: any(r.name == "ada" and r.restarts == 1 and r.alive
