@@ -21,12 +21,11 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from backend.cli_common import UserError, add_command
 from backend.offsets.plan import (
     TP,
-    Extent,
     Plan,
     TopicSpec,
     change_lines,
@@ -38,17 +37,20 @@ from backend.offsets.plan import (
     parse_topic_spec,
     plan_delete,
     plan_dict,
-    plan_reset,
     select_partitions,
     summary,
 )
+from backend.offsets.reset import (
+    Group,
+    apply,
+    extents,
+    plan_reset_now,
+    topic_counts,
+)
 
 if TYPE_CHECKING:
-    from backend.cluster.settings import KafkaSettings
-    from backend.kafkaread.reader import KafkaReader, Listing
+    from backend.kafkaread.reader import KafkaReader
 
-T = TypeVar("T")
-WRITE_TIMEOUT_S = 30.0
 EXIT_FAILED = 1  # something may have changed: read the output
 EXIT_REFUSED = 2  # nothing changed (also what main() returns for a UserError)
 
@@ -117,70 +119,7 @@ def _no_verb(p: argparse.ArgumentParser) -> int:
 
 # ---- reading ------------------------------------------------------------------------------
 
-def _read(what: str, call: Callable[[], T]) -> T:
-    """A reader call whose failure is one line naming what was being read."""
-    from backend.kafkaread.reader import ReaderError
-
-    try:
-        return call()
-    except ReaderError as exc:
-        raise UserError(f"could not read {what}: {exc}") from None
-
-
-class _Group:
-    """What the commands need to know about the group before planning."""
-
-    def __init__(self, reader: KafkaReader, settings: KafkaSettings, group: str) -> None:
-        self.reader, self.settings, self.name = reader, settings, group
-        listing = self._listing()
-        self.type = listing.type or "consumer"
-        self.state = listing.state
-
-    def _listing(self) -> Listing:
-        groups, errors = _read("the cluster's groups", self.reader.listing)
-        found = next((g for g in groups if g.group == self.name), None)
-        if found is not None:
-            return found
-        if errors:
-            raise UserError(f"group {self.name} was not listed, but the listing of "
-                            f"{self.settings.bootstrap} is partial: {errors[0]}")
-        raise UserError(f"group {self.name} has no committed offsets on "
-                        f"{self.settings.bootstrap}")
-
-    def committed(self) -> dict[TP, int]:
-        kind = "share" if self.type == "share" else "consumer"
-        answer = _read(f"the committed offsets of group {self.name}",
-                       lambda: self.reader.committed([self.name], kind)).get(self.name, {})
-        if isinstance(answer, str):
-            raise UserError(f"could not read the committed offsets of group {self.name}: "
-                            f"{answer}")
-        return answer
-
-    def committed_or_refuse(self) -> dict[TP, int]:
-        """The committed offsets, or the one line saying there are none to move."""
-        committed = self.committed()
-        if not committed:
-            raise UserError(f"group {self.name} has no committed offsets on "
-                            f"{self.settings.bootstrap}")
-        return committed
-
-    def refuse_unless_empty(self) -> None:
-        """One line, nothing changed, unless Kafka would take offsets for this group now."""
-        if self.state == "Empty":
-            return
-        members = ""
-        described = _read(f"group {self.name}",
-                          lambda: self.reader.describe([self.name], self.type))
-        desc = described.get(self.name)
-        if desc is not None and not isinstance(desc, str):
-            count = len(desc.members)
-            members = f" with {count} member{'s' if count != 1 else ''}"
-        raise UserError(f"group {self.name} is {self.state}{members}: stop its members "
-                        "first (Kafka takes offsets from outside a group only while it is "
-                        "Empty); nothing changed")
-
-
-def _refuse_other_types(group: _Group, action: str, executing: bool) -> None:
+def _refuse_other_types(group: Group, action: str, executing: bool) -> None:
     """Streams groups are left to Kafka's own tool; a share group's start offsets can be
     previewed here but not yet changed."""
     if group.type == "streams":
@@ -198,23 +137,6 @@ def _refuse_other_types(group: _Group, action: str, executing: bool) -> None:
                         f"kafka-share-groups --{action}-offsets for now; nothing changed")
 
 
-def _topic_counts(reader: KafkaReader, specs: list[TopicSpec]) -> dict[str, int]:
-    """Partition counts of the named topics that exist (the others are left out)."""
-    if not specs:
-        return {}
-    metas, _errors = _read("topic metadata", lambda: reader.topics([s.topic for s in specs]))
-    return {t: m.count for t, m in metas.items() if m.count}
-
-
-def _extents(reader: KafkaReader, tps: list[TP]) -> dict[TP, Extent]:
-    ends, starts, errors = _read("log offsets", lambda: reader.log_offsets(tps))
-    if errors:
-        (t, p), why = sorted(errors.items())[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise UserError(f"could not read the log start and end of {t}-{p}{more}: {why}")
-    return {tp: Extent(starts[tp], ends[tp]) for tp in tps}
-
-
 def _specs(args: argparse.Namespace) -> list[TopicSpec]:
     return merge_specs([parse_topic_spec(text) for text in args.topic])
 
@@ -226,18 +148,8 @@ def _reset(args: argparse.Namespace) -> int:
                            datetime.now(UTC))
     specs = _specs(args)
 
-    def plan_with(reader: KafkaReader, group: _Group) -> Plan:
-        committed = group.committed_or_refuse()
-        tps = select_partitions(group.name, committed, specs, _topic_counts(reader, specs))
-        extents = _extents(reader, tps)
-        at_time = None
-        if target.kind == "datetime":
-            at_time, errors = _read("offsets for the time", lambda: reader.list_offsets(
-                {tp: str(target.value) for tp in tps}))
-            if errors:
-                (t, p), why = sorted(errors.items())[0]
-                raise UserError(f"could not look up {target.describe()} in {t}-{p}: {why}")
-        return plan_reset(group.name, target, tps, committed, extents, at_time, group.type)
+    def plan_with(reader: KafkaReader, group: Group) -> Plan:
+        return plan_reset_now(reader, group, target, specs)
 
     pin = None
     if target.kind == "datetime" and target.given != format_ms(target.value):
@@ -248,11 +160,11 @@ def _reset(args: argparse.Namespace) -> int:
 def _delete(args: argparse.Namespace) -> int:
     specs = _specs(args)
 
-    def plan_with(reader: KafkaReader, group: _Group) -> Plan:
+    def plan_with(reader: KafkaReader, group: Group) -> Plan:
         committed = group.committed_or_refuse()
-        tps = select_partitions(group.name, committed, specs, _topic_counts(reader, specs),
+        tps = select_partitions(group.name, committed, specs, topic_counts(reader, specs),
                                 every_partition=False)
-        plan = plan_delete(group.name, tps, committed, _extents(reader, tps))
+        plan = plan_delete(group.name, tps, committed, extents(reader, tps))
         if not plan.rows:
             raise UserError(f"group {group.name} has no committed offsets in "
                             f"{', '.join(args.topic)}: nothing to delete")
@@ -262,7 +174,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, action: str,
-         plan_with: Callable[[KafkaReader, _Group], Plan], pin: str | None = None) -> int:
+         plan_with: Callable[[KafkaReader, Group], Plan], pin: str | None = None) -> int:
     """Check, plan, print; with --execute also apply, read back and compare. `pin` is the
     absolute form of a relative target, offered so a later --execute means the same time."""
     from backend.kafkaread.reader import KafkaReader
@@ -272,7 +184,7 @@ def _run(args: argparse.Namespace, action: str,
     cluster = settings.describe()
     reader = KafkaReader(settings, client_id="groupscope-offsets")
     try:
-        group = _Group(reader, settings, args.group)
+        group = Group(reader, settings, args.group)
         _refuse_other_types(group, action, args.execute)
         if args.execute:
             group.refuse_unless_empty()  # before the plan: a refusal is its one line
@@ -295,7 +207,7 @@ def _run(args: argparse.Namespace, action: str,
             return 0
         if not args.json:
             print(format_plan(plan, cluster, executing=True), flush=True)
-        refused = _apply(settings, plan)
+        refused = apply(settings, plan)
         applied = _log_applied(plan, cluster, refused)  # logged before anything else can fail
         try:
             read_back = group.committed()
@@ -313,47 +225,6 @@ def _show(plan: Plan, cluster: str, as_json: bool, executing: bool) -> None:
         print(json.dumps({**plan_dict(plan, cluster), "executed": executing}, indent=2))
     else:
         print(format_plan(plan, cluster, executing=executing))
-
-
-def _apply(settings: KafkaSettings, plan: Plan) -> dict[TP, str]:
-    """Write the plan's changed rows; returns the partitions the broker refused, with why.
-    The writing client exists only here, for this one request."""
-    tps = [r.tp for r in plan.changed]
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-
-    from backend.cluster.clients import quiet_admin
-    from backend.errors import one_line
-
-    admin = quiet_admin(settings)
-    request = ConsumerGroupTopicPartitions(plan.group, [
-        TopicPartition(r.topic, r.partition, r.new) for r in plan.changed])
-    try:
-        future = admin.alter_consumer_group_offsets(
-            [request], request_timeout=WRITE_TIMEOUT_S)[plan.group]
-        answer = future.result(timeout=WRITE_TIMEOUT_S + 5)
-    except KafkaException as exc:
-        return dict.fromkeys(tps, settings.scrub(one_line(exc)))
-    return {(tp.topic, tp.partition): _partition_error(tp.error)
-            for tp in answer.topic_partitions or () if tp.error is not None}
-
-
-def _partition_error(error: object) -> str:
-    """A partition's commit error in Kafka's words, with what to do when the group gained a
-    member between the check and the commit (the broker then refuses it)."""
-    name = getattr(error, "name", None)
-    text = getattr(error, "str", None)
-    if callable(name) and callable(text):
-        return _with_hint(name(), f"{name()}: {text()}")
-    return str(error)
-
-
-def _with_hint(name: str, line: str) -> str:
-    """`line`, plus what to do when the broker refused because the group has members now
-    (one joined between the check and the write)."""
-    if name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS",
-                "STALE_MEMBER_EPOCH", "GROUP_SUBSCRIBED_TO_TOPIC"):
-        return f"{line} (the group is no longer Empty: stop its members first)"
-    return line
 
 
 def _log_applied(plan: Plan, cluster: str, refused: dict[TP, str]) -> Plan:
