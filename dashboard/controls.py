@@ -26,6 +26,8 @@ from backend.contracts.control import (
     CapacityAnswer,
     FleetState,
     PartitionChange,
+    ReplayAnswer,
+    ReplayPreview,
     ReplicaInfo,
     ReplicaOptions,
     ScaleAnswer,
@@ -54,15 +56,17 @@ def disabled_reason(ctx: ViewContext, status: Reading | None) -> str | None:
     return None
 
 
-def _call(label: str, action: Callable[[Any], object]) -> bool:
-    """Run one control action for a presenter session; False (and nothing sent) otherwise."""
+def _call(label: str, action: Callable[[Any], object]) -> object | None:
+    """Run one control action for a presenter session: its answer, or None when it was
+    refused (the message says why) or not sent (a viewer's session)."""
     if presenter.session_role() is not Role.PRESENTER:
         presenter.log.warning("control action %r refused: viewer session (peer %s)", label,
                               presenter.session_peer() or "unknown")
-        return False
+        return None
     from backend.supervisor.client import ControlClient, ControlError
 
     presenter.log.info("control action %r from a presenter session", label)
+    result = None
     try:
         client = ControlClient.discover(data_dir(), timeout=20.0)
         result = action(client)
@@ -72,7 +76,7 @@ def _call(label: str, action: Callable[[Any], object]) -> bool:
         st.session_state["gs_ctl_msg"] = ("ok", f"{label}: {_summary(label, result)}",
                                           time.monotonic())
     supervisor_poller(str(data_dir())).poll_now()
-    return True
+    return result
 
 
 def show_answer(about: str = "") -> None:
@@ -113,6 +117,14 @@ def _summary(label: str, result: object) -> str:
         cap = result.options.max_rate
         return (f"capacity {'off' if cap is None else f'{cap:g} msg/s per replica'}; "
                 f"restarting {', '.join(result.restarting) or 'none'}")
+    if isinstance(result, ReplayPreview):
+        return (f"replays {result.replays:,} records, skips {result.skips:,} (nothing "
+                f"changed yet)")
+    if isinstance(result, ReplayAnswer):
+        return (f"moved to {result.applied.target}: {result.applied.replays:,} records to "
+                f"read again, {result.applied.skips:,} skipped; replicas "
+                f"{', '.join(result.started) or 'none'} started again"
+                + ("" if result.read_back_matches else "; READ BACK DIFFERS"))
     if isinstance(result, ReplicaOptions):
         return (f"new replicas join with {result.protocol}/{result.assignor}, commit "
                 f"{result.commit} ({COMMIT_GUARANTEES[result.commit]})")

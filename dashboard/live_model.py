@@ -277,7 +277,8 @@ class FeedItem:
     replica: str
     stream: str | None
     # received | revoked | assigned | lost | joined | left | crashed | error | redelivered
-    # (a share replica's), and Kafka's own (CLUSTER_KINDS): broker (down / up) | leader | isr
+    # (a share replica's) | reset (the supervisor moved the offsets), and Kafka's own
+    # (CLUSTER_KINDS): broker (down / up) | leader | isr
     kind: str
     text: str
 
@@ -350,6 +351,17 @@ def redelivery_items(ev: Event) -> list[FeedItem]:
     return items
 
 
+def reset_text(ev: Event) -> str:
+    """"presenter moved the group's offsets to earliest: P0 1 200 → 0, P1 980 → 0; 2 180
+    records to read again, 0 skipped"."""
+    moves = [f"P{m[0]} {'-' if m[1] is None else m[1]} → {m[2]}"
+             for m in ev.fields.get("moves") or [] if isinstance(m, list) and len(m) == 3]
+    return (f"{ev.fields.get('by') or ev.replica} moved the group's offsets to "
+            f"{ev.fields.get('target')}: {_listed(moves) or 'nothing changed'}; "
+            f"{int(ev.fields.get('replays') or 0):,} records to read again, "
+            f"{int(ev.fields.get('skips') or 0):,} skipped")
+
+
 def feed_items(events: Iterable[Event], supervised: Sequence[object] = (),
                cluster: Iterable[ClusterEvent] = ()) -> list[FeedItem]:
     """The feed newest first, in the Quix wording, plus joins, leaves and crashes, and
@@ -381,6 +393,9 @@ def feed_items(events: Iterable[Event], supervised: Sequence[object] = (),
             items.append(FeedItem(ev.ts, r, None, "error", f"{r}: {ev.fields.get('error')}"))
         elif t == EventType.REDELIVERED:  # a share replica got records back
             items.extend(redelivery_items(ev))
+        elif t == EventType.OFFSETS_RESET:  # the supervisor moved the group's offsets
+            items.append(FeedItem(ev.ts, str(ev.fields.get("by") or r), None, "reset",
+                                  reset_text(ev)))
     for info in supervised:
         ended = getattr(info, "ended_at", None)
         state = str(getattr(info, "state", ""))

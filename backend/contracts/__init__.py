@@ -143,6 +143,7 @@ class EventType:
     ERROR = "error"
     DEAD_LETTER = "dead_letter"
     REDELIVERED = "redelivered"  # a share replica got records back (delivery count >= 2)
+    OFFSETS_RESET = "offsets_reset"  # the supervisor moved the group's committed offsets
 
 
 @dataclass(frozen=True)

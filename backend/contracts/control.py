@@ -426,6 +426,89 @@ def options_request(protocol: str | None = None, assignor: str | None = None,
                                  exactly_once=exactly_once, static=static, commit=commit)
 
 
+# ---- replay: the demo's offsets reset (the supervisor moves its group's offsets) ---------
+
+REPLAY_TARGETS = ("earliest", "latest", "datetime", "offset", "shift")
+ReplayTarget = Literal[REPLAY_TARGETS]  # type: ignore[valid-type]
+REPLAY_BY_CHARS = 60  # who asked, as the event feed names them
+# a replay stops the replicas (their stop grace), waits for Empty, writes, reads back
+REPLAY_TIMEOUT_S = 120.0
+
+
+class ReplayRequest(Request):
+    """Where to send the group's committed offsets: one target, for every partition of the
+    topic or for `partitions`. The preview and the replay take the same body."""
+
+    to: ReplayTarget
+    at: str | None = Field(None, max_length=64, description="datetime: ISO 8601, or "
+                                                             "'10m ago'")
+    offset: StrictInt | None = Field(None, description="offset: the offset; shift: how far "
+                                                       "(negative goes back)")
+    partitions: list[Annotated[StrictInt, Field(ge=0, lt=MAX_PARTITIONS)]] | None = Field(
+        None, max_length=MAX_PARTITIONS, description="null: every partition")
+    by: str = Field("ctl", min_length=1, max_length=REPLAY_BY_CHARS,
+                    description="who asks, for the event feed")
+
+    @model_validator(mode="after")
+    def _value_for_target(self) -> ReplayRequest:
+        if self.to == "datetime" and not self.at:
+            raise ValueError("to datetime needs `at` (ISO 8601, or '10m ago')")
+        if self.to in ("offset", "shift") and self.offset is None:
+            raise ValueError(f"to {self.to} needs `offset`")
+        return self
+
+
+class OffsetMove(Answer):
+    """One partition of a replay: its committed and new offset, and what lies between."""
+
+    partition: int
+    committed: int | None
+    new: int | None
+    log_start: int
+    log_end: int
+    replays: int
+    skips: int
+    note: str = ""
+
+
+class CarMove(Answer):
+    """One stream (car) of a replay: the records of it the move replays or skips."""
+
+    car: str
+    partition: int
+    replays: int
+    skips: int
+
+
+class ReplayPreview(Answer):
+    """What a replay does, from the broker: per partition and per car."""
+
+    group: str
+    topic: str
+    target: str = Field(description="where the offsets go, in words")
+    pinned_at: str | None = Field(None, description="a relative time as the instant it was "
+                                                    "read as, to send for the same replay")
+    group_state: str
+    partitions: list[OffsetMove]
+    cars: list[CarMove]
+    cars_complete: bool = Field(True, description="false: more records than one preview "
+                                                  "reads; the cars' counts cover the first")
+    replays: int
+    skips: int
+
+
+class ReplayAnswer(Answer):
+    """A replay applied: its plan as applied, the replicas stopped and started again, and
+    whether every committed offset read back as planned."""
+
+    applied: ReplayPreview
+    stopped: list[str]
+    started: list[str]
+    refused: list[str] = Field(default_factory=list, description="partitions the broker "
+                                                                 "refused, with why")
+    read_back_matches: bool
+
+
 class RateRequest(Request):
     rate: Rate
 

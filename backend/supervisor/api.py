@@ -43,6 +43,9 @@ from backend.contracts.control import (
     PartitionsRequest,
     RateRequest,
     Refusal,
+    ReplayAnswer,
+    ReplayPreview,
+    ReplayRequest,
     ReplicaAnswer,
     ScaleAnswer,
     ScaleRequest,
@@ -257,6 +260,17 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
               "the newest until N run", **changes)
     def share_scale(body: ScaleRequest) -> ScaleAnswer:
         return ScaleAnswer(**supervisor.share_scale(body.replicas))
+
+    @app.post("/replay/preview", responses=CHANGE, summary="what moving the group's "
+              "committed offsets to a target would replay or skip, per partition and per "
+              "car; changes nothing", **changes)
+    def replay_preview(body: ReplayRequest) -> ReplayPreview:
+        return supervisor.replay_preview(body)
+
+    @app.post("/replay", responses=CHANGE, summary="stop the replicas, move the group's "
+              "committed offsets to a target, start them again", **changes)
+    def replay(body: ReplayRequest) -> ReplayAnswer:
+        return supervisor.replay(body)
 
     @app.post("/options", responses=OPTIONS, summary="protocol / assignor / commit mode / "
               "static membership for new replicas", **changes)

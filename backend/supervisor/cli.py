@@ -30,6 +30,8 @@ from backend.contracts.control import (
     BrokersAnswer,
     CapacityAnswer,
     FleetState,
+    ReplayAnswer,
+    ReplayPreview,
     ReplicaOptions,
     ShareStatus,
     Status,
@@ -155,6 +157,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "group's: start | kill NAME | stop NAME | restart NAME | scale N")
     q.add_argument("share_action", choices=["start", "kill", "stop", "restart", "scale"])
     q.add_argument("target", nargs="?", metavar="NAME|N")
+    r = act("replay", "preview moving the group's committed offsets (per partition and per "
+            "car); --apply stops the replicas, moves them and starts the replicas again")
+    where = r.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to", choices=["earliest", "latest"])
+    where.add_argument("--to-datetime", metavar="T", help="ISO 8601, or '10m ago'")
+    where.add_argument("--to-offset", metavar="N", type=int)
+    where.add_argument("--shift-by", metavar="N", type=int, help="negative goes back")
+    r.add_argument("--partitions", metavar="P,P", help="only these (default: every one)")
+    r.add_argument("--apply", action="store_true", help="do it (the preview comes first "
+                   "without it)")
     act("brokers", "the Kafka nodes this stack runs, and the controller quorum's leader")
     b = act("broker", "kill (SIGKILL), stop (SIGTERM) or start one Kafka node of the stack")
     b.add_argument("broker_action", choices=list(BROKER_ACTIONS))
@@ -267,7 +279,7 @@ def _ctl(args: argparse.Namespace) -> int:
         return _fail("ctl", "say what to do: status | start | kill NAME | stop NAME | "
                             "restart NAME | scale N | rate R | streams N | partitions P | "
                             "options ... | capacity N|off | fleet start|stop | share ... | "
-                            "brokers | broker kill|stop|start ID")
+                            "replay ... | brokers | broker kill|stop|start ID")
     try:
         client = _client(args)
         out = _run_action(client, args)
@@ -303,6 +315,12 @@ def _run_action(client: ControlClient, args: argparse.Namespace) -> BaseModel:
     if a == "options":
         return client.set_options(args.protocol, args.assignor, args.exactly_once, args.static,
                                   args.commit)
+    if a == "replay":
+        to, at, offset = _replay_target(args)
+        parts = (sorted({_number(p, "P", int) for p in args.partitions.split(",") if p.strip()})
+                 if args.partitions else None)
+        call = client.replay if args.apply else client.replay_preview
+        return call(to, at, offset, parts)
     if a == "capacity":
         off = args.max_rate.strip().lower() == "off"
         return client.set_capacity(None if off else _number(args.max_rate, "N", float))
@@ -444,12 +462,56 @@ def _render_fleet(f: FleetState) -> str:
             f"{f.delivered} delivered, {f.failed} failed")
 
 
+def _replay_target(args: argparse.Namespace) -> tuple[str, str | None, int | None]:
+    """(to, at, offset) of the API's ReplayRequest from `ctl replay`'s one target option."""
+    if args.to:
+        return args.to, None, None
+    if args.to_datetime:
+        return "datetime", args.to_datetime, None
+    if args.to_offset is not None:
+        return "offset", None, args.to_offset
+    return "shift", None, args.shift_by
+
+
+def render_replay(p: ReplayPreview, applied: bool = False) -> str:
+    """A replay's plan: per partition, then per car, then the totals."""
+    head = (f"{'REPLAYED' if applied else 'PREVIEW (nothing changed)'}: group {p.group} on "
+            f"{p.topic} to {p.target}" + (f" (pin it: --to-datetime {p.pinned_at})"
+                                          if p.pinned_at and not applied else ""))
+    parts = table(["P", "COMMITTED", "NEW", "LOG START", "LOG END", "REPLAYS", "SKIPS",
+                   "NOTE"], [[str(m.partition), _dash(m.committed), _dash(m.new),
+                              str(m.log_start), str(m.log_end), str(m.replays),
+                              str(m.skips), m.note] for m in p.partitions])
+    out = [head, parts]
+    if p.cars:
+        out.append(table(["CAR", "P", "REPLAYS", "SKIPS"],
+                         [[c.car, str(c.partition), str(c.replays), str(c.skips)]
+                          for c in p.cars]))
+        if not p.cars_complete:
+            out.append("(per car: only the first records were read; the totals are exact)")
+    out.append(f"replays {p.replays} records, skips {p.skips}; the group is {p.group_state}")
+    return "\n".join(out)
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def _render(out: BaseModel) -> str:
     """One answer of the control API as the lines a person reads."""
     from backend.contracts.control import PartitionChange, ReplicaInfo, ScaleAnswer
 
     if isinstance(out, Status):
         return render_status(out, colour=_want_colour())
+    if isinstance(out, ReplayPreview):
+        return render_replay(out) + "\nadd --apply to do it: the replicas stop, the offsets " \
+                                    "move, the replicas start again"
+    if isinstance(out, ReplayAnswer):
+        tail = [f"stopped {', '.join(out.stopped) or 'none'}; started "
+                f"{', '.join(out.started) or 'none'}",
+                "every offset reads back as planned" if out.read_back_matches
+                else "READ BACK DIFFERS from the plan"]
+        return "\n".join([render_replay(out.applied, applied=True), *out.refused, *tail])
     if isinstance(out, ReplicaInfo):
         return f"{out.name}: {out.state} (pid {out.pid})"
     if isinstance(out, BrokerNode):

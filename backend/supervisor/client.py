@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from backend.contracts.control import (
     NODE_REQUEST_TIMEOUT_S,
+    REPLAY_TIMEOUT_S,
     BrokerAnswer,
     BrokerNode,
     BrokersAnswer,
@@ -33,6 +34,9 @@ from backend.contracts.control import (
     PartitionsAnswer,
     PartitionsRequest,
     RateRequest,
+    ReplayAnswer,
+    ReplayPreview,
+    ReplayRequest,
     ReplicaAnswer,
     ReplicaInfo,
     ReplicaOptions,
@@ -170,6 +174,23 @@ class ControlClient:
     def scale(self, replicas: int) -> ScaleAnswer:
         return self._call(ScaleAnswer, "POST", "/scale",
                           ScaleRequest.model_construct(replicas=replicas))
+
+    def replay_preview(self, to: str, at: str | None = None, offset: int | None = None,
+                       partitions: list[int] | None = None, by: str = "ctl") -> ReplayPreview:
+        """What moving the group's committed offsets to `to` would replay or skip, per
+        partition and per car (it reads the records between: give it time)."""
+        body = ReplayRequest.model_construct(to=to, at=at, offset=offset,
+                                             partitions=partitions, by=by)
+        return self._call(ReplayPreview, "POST", "/replay/preview", body,
+                          timeout=max(self.timeout, REPLAY_TIMEOUT_S))
+
+    def replay(self, to: str, at: str | None = None, offset: int | None = None,
+               partitions: list[int] | None = None, by: str = "ctl") -> ReplayAnswer:
+        """Stop the replicas, move the offsets, start them again (tens of seconds)."""
+        body = ReplayRequest.model_construct(to=to, at=at, offset=offset,
+                                             partitions=partitions, by=by)
+        return self._call(ReplayAnswer, "POST", "/replay", body,
+                          timeout=max(self.timeout, REPLAY_TIMEOUT_S))
 
     def set_options(self, protocol: str | None = None, assignor: str | None = None,
                     exactly_once: bool | None = None, static: bool | None = None,

@@ -38,6 +38,9 @@ from backend.contracts.control import (
     FleetState,
     MovedStream,
     PartitionChange,
+    ReplayAnswer,
+    ReplayPreview,
+    ReplayRequest,
     ReplicaInfo,
     ReplicaOptions,
     ShareStatus,
@@ -57,6 +60,7 @@ from backend.supervisor.processes import (
     UnknownReplica,
     default_replica_command,
 )
+from backend.supervisor.replay import Replayer
 
 log = logging.getLogger("groupscope.supervisor")
 
@@ -137,6 +141,7 @@ class SupervisorService:
         # changes the pool clears it under the lock, and they are then left to the user
         self._rest_lock = threading.Lock()
         self._rest_pending = False
+        self._replay_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -433,6 +438,37 @@ class SupervisorService:
 
     def scale(self, n: int) -> dict[str, list[str]]:
         return self._changing().scale(n)
+
+    # ---- replay: the group's committed offsets moved -------------------------------------------
+
+    def _replayer(self) -> Replayer:
+        assert self._reader is not None
+        return Replayer(self.config.settings, self.config.group, self.config.topic,
+                        self._reader)
+
+    def replay_preview(self, req: ReplayRequest) -> ReplayPreview:
+        self._pool()
+        return self._replayer().preview(req)
+
+    def replay(self, req: ReplayRequest) -> ReplayAnswer:
+        """Stop the replicas, move the offsets, start as many again (one replay at a time)."""
+        pool = self._changing()
+        if not self._replay_lock.acquire(blocking=False):
+            raise PoolError("a replay is already under way")
+        try:
+            def running() -> list[str]:
+                return [r.name for r in pool.replicas() if r.alive and r.state == "running"]
+
+            def scale(n: int) -> list[str]:
+                started = pool.scale(n)["started"]
+                if n == 0 and not pool.wait_for(lambda rs: not any(r.alive for r in rs),
+                                                self.config.stop_grace + 10):
+                    raise PoolError("the replicas did not stop in time; nothing changed")
+                return started
+
+            return self._replayer().apply(req, running, scale)
+        finally:
+            self._replay_lock.release()
 
     # ---- the share group's replicas ----------------------------------------------------------
 

@@ -18,6 +18,7 @@ from dashboard.context import current_context
 from dashboard.figures import window_figure
 from dashboard.pollers import observer_for, queue_poller, supervisor_poller
 from dashboard.streams_model import queue_rows, stream_rows, with_share_order
+from dashboard.views.replay import replay_panel
 
 ctx = current_context(st.session_state)
 st.title("Streams")
@@ -103,3 +104,4 @@ def _table() -> None:
 
 
 _table()
+replay_panel(ctx)

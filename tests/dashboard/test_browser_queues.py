@@ -1,7 +1,7 @@
 """The Queues page in a real browser on a running stack: the consumer group and the share
 group scaled past the topic's two partitions from the page (the consumer group's third
 replica idle, every share replica working), a share replica killed from the page, each
-car's proof, and the Streams page's order per car."""
+car's proof, the Streams page's order per car, and the presenter's replay from it."""
 
 from __future__ import annotations
 
@@ -90,5 +90,19 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             wait_until(lambda: said.search(page.inner_text("body")), 60,
                        what="the share group's order per car")
             _shot(page, artifacts_dir, "streams-beside-a-share-group")
+
+            # the presenter's replay: a preview per partition and per car, then applied
+            page.locator(".st-key-replay summary").first.click()
+            button(page, "rp_preview").click()
+            tables = page.locator(".st-key-replay [data-testid='stDataFrame']")
+            wait_until(lambda: tables.count() == 2  # per partition, per car
+                       and "records, skips" in _text(page, "replay"), 60,
+                       what="the replay's preview")
+            _shot(page, artifacts_dir, "replay-preview")
+            before = len(control.status().running)
+            button(page, "rp_apply").click()
+            page.get_by_text("replay: moved to earliest:").first.wait_for(timeout=120_000)
+            wait_until(lambda: len(control.status().running) == before, 30,
+                       what=f"{before} consumer replicas running again")
         finally:
             _shot(page, artifacts_dir, "queues-last")
