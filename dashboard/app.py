@@ -16,7 +16,7 @@ if _ROOT not in sys.path:  # streamlit puts dashboard/ on sys.path, not the repo
 
 import streamlit as st  # noqa: E402
 
-from dashboard.context import read_only_env  # noqa: E402
+from dashboard.context import offset_writes_env, read_only_env  # noqa: E402
 from dashboard.presenter import Role, session_role  # noqa: E402
 from dashboard.theme import CSS  # noqa: E402
 
@@ -43,6 +43,10 @@ queues = st.Page(_PAGES / "queues.py", title="Queues", icon=":material/queue:",
 if read_only_env():  # `groupscope watch`: no page with controls; every group first
     pages = [st.Page(_PAGES / "groups.py", title="Groups", icon=":material/groups:",
                      url_path="groups", default=True), watch, streams, timeline, status]
+    # `watch --allow-offset-writes`: the one writing page, for this machine's browser only
+    if offset_writes_env() and session_role() is Role.PRESENTER:
+        pages.append(st.Page(_PAGES / "offsets.py", title="Offsets", icon=":material/replay:",
+                             url_path="offsets"))
 else:
     pages = [st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:",
                      url_path="live", default=True), queues, groups, streams, timeline,

@@ -15,6 +15,8 @@ from dashboard.checks import ClusterTarget
 ENV_GROUP = "GROUPSCOPE_GROUP"
 ENV_TOPIC = "GROUPSCOPE_TOPIC"
 ENV_READONLY = "GROUPSCOPE_READONLY"  # set by `groupscope watch`: every control hidden
+# set by `groupscope watch --allow-offset-writes`: the Offsets page, for this machine only
+ENV_OFFSET_WRITES = "GROUPSCOPE_OFFSET_WRITES"
 WATCH_KEY = "gs_watch"
 
 
@@ -33,6 +35,11 @@ class ViewContext:
 
 def read_only_env() -> bool:
     return os.environ.get(ENV_READONLY, "").lower() in ("1", "true", "yes")
+
+
+def offset_writes_env() -> bool:
+    """Offset writes allowed: only in watch mode, and only when asked for."""
+    return read_only_env() and os.environ.get(ENV_OFFSET_WRITES, "") == "1"
 
 
 def env_context() -> ViewContext:

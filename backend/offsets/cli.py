@@ -45,6 +45,7 @@ from backend.offsets.reset import (
     apply,
     extents,
     plan_reset_now,
+    refuse_other_types,
     topic_counts,
 )
 
@@ -119,24 +120,6 @@ def _no_verb(p: argparse.ArgumentParser) -> int:
 
 # ---- reading ------------------------------------------------------------------------------
 
-def _refuse_other_types(group: Group, action: str, executing: bool) -> None:
-    """Streams groups are left to Kafka's own tool; a share group's start offsets can be
-    previewed here but not yet changed."""
-    if group.type == "streams":
-        raise UserError(f"group {group.name} is a streams group: {action} its offsets with "
-                        f"Kafka's kafka-streams-groups --{action}-offsets; nothing changed")
-    if action == "delete" and executing:
-        # confluent-kafka does not wrap OffsetDelete; it will go through Kafka's Java Admin
-        # with the share groups' resets, in a writing child apart from the read-only reader
-        raise UserError(f"deleting offsets is previewed here but not applied yet: run Kafka's "
-                        f"kafka-consumer-groups --delete-offsets --group {group.name} "
-                        f"--topic TOPIC; nothing changed")
-    if group.type == "share" and (executing or action == "delete"):
-        raise UserError(f"group {group.name} is a share group: its start offsets are "
-                        f"{'reset' if action == 'reset' else 'deleted'} with Kafka's "
-                        f"kafka-share-groups --{action}-offsets for now; nothing changed")
-
-
 def _specs(args: argparse.Namespace) -> list[TopicSpec]:
     return merge_specs([parse_topic_spec(text) for text in args.topic])
 
@@ -185,7 +168,7 @@ def _run(args: argparse.Namespace, action: str,
     reader = KafkaReader(settings, client_id="groupscope-offsets")
     try:
         group = Group(reader, settings, args.group)
-        _refuse_other_types(group, action, args.execute)
+        refuse_other_types(group, action, args.execute)
         if args.execute:
             group.refuse_unless_empty()  # before the plan: a refusal is its one line
         plan = plan_with(reader, group)

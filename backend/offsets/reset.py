@@ -94,6 +94,24 @@ class Group:
                         "Empty); nothing changed")
 
 
+def refuse_other_types(group: Group, action: str, executing: bool) -> None:
+    """Streams groups are left to Kafka's own tool; a share group's start offsets can be
+    previewed here but not yet changed."""
+    if group.type == "streams":
+        raise UserError(f"group {group.name} is a streams group: {action} its offsets with "
+                        f"Kafka's kafka-streams-groups --{action}-offsets; nothing changed")
+    if action == "delete" and executing:
+        # confluent-kafka does not wrap OffsetDelete; it will go through Kafka's Java Admin
+        # with the share groups' resets, in a writing child apart from the read-only reader
+        raise UserError(f"deleting offsets is previewed here but not applied yet: run Kafka's "
+                        f"kafka-consumer-groups --delete-offsets --group {group.name} "
+                        f"--topic TOPIC; nothing changed")
+    if group.type == "share" and (executing or action == "delete"):
+        raise UserError(f"group {group.name} is a share group: its start offsets are "
+                        f"{'reset' if action == 'reset' else 'deleted'} with Kafka's "
+                        f"kafka-share-groups --{action}-offsets for now; nothing changed")
+
+
 def topic_counts(reader: KafkaReader, specs: list[TopicSpec]) -> dict[str, int]:
     """Partition counts of the named topics that exist (the others are left out)."""
     if not specs:

@@ -69,6 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 "Watch page with every control hidden. Nothing is joined, "
                                 "committed or changed on the cluster.")
     p.add_argument("--group", help="consumer group to open (default: pick on the page)")
+    p.add_argument("--allow-offset-writes", action="store_true",
+                   help="add the Offsets page, for this machine's browser only: reset a "
+                        "group's committed offsets, preview first, the group's name typed "
+                        "to apply (off by default: watch changes nothing)")
     p.add_argument("--port", type=int, default=None,
                    help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
     p.add_argument("--address", default="127.0.0.1",
@@ -176,14 +180,17 @@ def _watch(args: argparse.Namespace) -> int:
 
     config = str(Path(args.kafka_config).expanduser().resolve()) if args.kafka_config else None
     settings = resolve_settings(args.bootstrap, config)
-    os.environ.update({"GROUPSCOPE_READONLY": "1", "GROUPSCOPE_BOOTSTRAP": settings.bootstrap})
+    os.environ.update({"GROUPSCOPE_READONLY": "1", "GROUPSCOPE_BOOTSTRAP": settings.bootstrap,
+                       "GROUPSCOPE_OFFSET_WRITES": "1" if args.allow_offset_writes else ""})
     if config:
         os.environ["GROUPSCOPE_KAFKA_CONFIG"] = config
     if args.group:
         os.environ["GROUPSCOPE_GROUP"] = args.group
     port = args.port or StackConfig.from_env().web_port
     shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
-    where = (f"watching {settings.describe()} read-only at http://{shown}:{port}"
+    mode = ("read-only but for the Offsets page (this machine's browser only)"
+            if args.allow_offset_writes else "read-only")
+    where = (f"watching {settings.describe()} {mode} at http://{shown}:{port}"
              + (" (and on every interface)" if args.address == "0.0.0.0" else ""))
     if args.metrics_port is None and not args.alerts:
         print(where, flush=True)

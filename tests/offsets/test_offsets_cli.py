@@ -290,20 +290,20 @@ def test_a_share_group_is_previewed_but_not_executed(
 def test_group_types_groupscope_does_not_change_are_refused_in_one_line(
         group_type: str, action: str, executing: bool, message: str) -> None:
     from backend.cli_common import UserError
-    from backend.offsets.cli import _refuse_other_types
+    from backend.offsets.reset import refuse_other_types
 
     group = SimpleNamespace(name="s", type=group_type)
     with pytest.raises(UserError) as err:
-        _refuse_other_types(group, action, executing)  # type: ignore[arg-type]
+        refuse_other_types(group, action, executing)  # type: ignore[arg-type]
     assert str(err.value) == message
 
 
 def test_a_share_group_preview_and_a_consumer_group_pass_the_type_check() -> None:
-    from backend.offsets.cli import _refuse_other_types
+    from backend.offsets.reset import refuse_other_types
 
-    _refuse_other_types(SimpleNamespace(name="s", type="share"), "reset", False)  # type: ignore[arg-type]
+    refuse_other_types(SimpleNamespace(name="s", type="share"), "reset", False)  # type: ignore[arg-type]
     for kind in ("classic", "consumer"):
-        _refuse_other_types(SimpleNamespace(name="c", type=kind), "reset", True)  # type: ignore[arg-type]
+        refuse_other_types(SimpleNamespace(name="c", type=kind), "reset", True)  # type: ignore[arg-type]
 
 
 def test_offsets_that_read_back_otherwise_fail_loudly(
