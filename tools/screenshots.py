@@ -24,6 +24,11 @@ README uses, into assets/screenshots/:
   queues.png             Queues: share replicas scaled past the partitions (`ctl share
                          scale`) beside the consumer group's, every share replica working,
                          a consumer replica idle
+  replay-preview.png     Streams: the presenter's replay to the beginning previewed, per
+                         partition and per car (not applied)
+  streams-at-most-once.png  Streams: the replicas restarted committing before processing
+                         (`ctl options --commit before-processing`), one killed until the
+                         summaries show gaps: the records that commit mode lost
   brokers.png            Status: the broker that led the most partitions killed (`ctl broker
                          kill`), shown down and leading none; it is started again afterwards
 
@@ -111,6 +116,7 @@ MOVED_S = 60.0  # a killed replica's partitions elsewhere: 6 s session timeout a
 IDLE_S = 300.0  # four more replicas started and the group settled
 BROKER_S = 90.0  # a killed node fenced (3 s) and its leaderships moved
 BROKER_BACK_S = 120.0
+LOSS_TRIES = 5  # kills under before-processing until one loses the batch it held
 UP_STOP_S = STOP_WITHIN_S + 50.0  # `up` stops in order within STOP_WITHIN_S; then SIGKILL
 
 # The Groups table's rendered rows: the grid keeps an accessible table of the visible rows
@@ -561,6 +567,61 @@ def queues_shot(cam: Camera, partitions: int) -> None:
     cam.stack.control().share_scale(0)
 
 
+def streams_shots(cam: Camera) -> None:
+    """replay-preview.png (the presenter's preview, nothing applied), then
+    streams-at-most-once.png: the replicas restarted with `--commit before-processing` and
+    one killed until the summaries show records it committed but never summarised."""
+    picture = "replay-preview.png"
+    cam.open("streams", picture)
+    cam.until(picture, lambda: cam.count(".st-key-replay") > 0, PAGE_S,
+              "the presenter's Replay panel on the Streams page")
+    cam.page.locator(".st-key-replay summary").first.click()
+    cam.until(picture, lambda: cam.count(".st-key-rp_preview button") > 0, PAGE_S,
+              "the Replay panel's Preview button")
+    cam.page.locator(".st-key-rp_preview button").first.click()
+    cam.until(picture, lambda: cam.count(".st-key-replay [data-testid='stDataFrame']") == 2
+              and "records, skips" in cam.text(".st-key-replay"), PAGE_S,
+              "the preview per partition and per car")
+    cam.scroll(".st-key-replay", margin=24)
+    cam.shoot(picture, "Streams: a replay to the beginning previewed, per partition and "
+                       "per car; nothing applied")
+
+    picture = "streams-at-most-once.png"
+    control = cam.stack.control()
+    running = len(control.status().running)
+    control.set_options(commit="before-processing")
+    control.scale(0)
+    until(picture, lambda: not control.status().running, MOVED_S,
+          "every replica stopped, to start again committing before processing",
+          cam.stack.check)
+    control.scale(running)
+    cam.open("streams", picture)
+
+    def gaps() -> int | None:
+        found = re.search(r"gaps\s*\n\s*([\d,]+)", cam.text("[data-testid='stMain']"))
+        return int(found.group(1).replace(",", "")) if found else None
+
+    for attempt in range(LOSS_TRIES):  # a kill between batches loses nothing: try again
+        until(picture, lambda: len(control.status().running) == running
+              and all(r.member for r in control.status().running), READY_S,
+              f"{running} replicas committing before processing, all members",
+              cam.stack.check)
+        victim = control.status().running[0].name
+        control.kill(victim)
+        with contextlib.suppress(NotShown):
+            cam.until(picture, lambda: (gaps() or 0) > 0, MOVED_S + 30,
+                      f"records lost after `ctl kill {victim}` (try {attempt + 1})")
+            break
+        control.start()
+    else:
+        raise NotShown(f"{picture}: {LOSS_TRIES} kills under before-processing lost "
+                       "nothing the summaries could show")
+    cam.scroll("[data-testid='stMain']", margin=24)
+    cam.shoot(picture, f"Streams: {gaps()} records lost after a replica committing before "
+                       "processing was killed")
+    control.set_options(commit="after-summary")
+
+
 def brokers_shot(cam: Camera) -> None:
     """brokers.png; the killed node is started again before the stack stops."""
     picture = "brokers.png"
@@ -661,7 +722,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         description="Make the README's screenshots from a real `groupscope up --brokers 3` "
                     "(free ports, a temporary data directory) in headless Chromium: "
                     "status.png, overview.png, share-group.png, live-after-kill.png, "
-                    "live-idle-warning.png, queues.png, brokers.png. The room-*.png "
+                    "live-idle-warning.png, queues.png, replay-preview.png, "
+                    "streams-at-most-once.png, brokers.png. The room-*.png "
                     "pictures need a second laptop (a network namespace) and come from "
                     "the room tests. "
                     "Takes several minutes; everything it starts is stopped on exit.")
@@ -705,6 +767,7 @@ def main(argv: list[str] | None = None) -> int:
             groups_shots(cam)
             live_shots(cam, partitions)
             queues_shot(cam, partitions)
+            streams_shots(cam)
             brokers_shot(cam)
     except (KeyboardInterrupt, Interrupted):
         code = 130
