@@ -333,6 +333,6 @@ def test_a_viewer_session_never_reaches_the_control_client(fresh_state, logged) 
 
     reached: list[object] = []
     assert not presenter.is_presenter()  # no session, no peer: a viewer
-    assert _call("start", reached.append) is False
+    assert _call("start", reached.append) is None  # nothing sent, nothing answered
     assert reached == []
     assert "control action 'start' refused: viewer session" in logged.text
