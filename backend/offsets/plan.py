@@ -115,7 +115,10 @@ def parse_time(text: str, now: datetime) -> int:
         if unit not in _UNITS:
             raise UserError(f"--to-datetime {text!r}: unknown unit {unit!r} "
                             "(use s, m, h, d or w, e.g. '10m ago')")
-        return int((now - timedelta(seconds=count * _UNITS[unit])).timestamp() * 1000)
+        try:
+            return int((now - timedelta(seconds=count * _UNITS[unit])).timestamp() * 1000)
+        except (OverflowError, ValueError):
+            raise UserError(f"--to-datetime {text!r}: too far back") from None
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

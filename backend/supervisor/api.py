@@ -92,11 +92,11 @@ READ = _documented(403, 503)
 CHANGE = _documented(401, 403, 409, 411, 413, 422, 503)
 CHANGE_NAMED = _documented(401, 403, 404, 409, 411, 413, 422, 503)
 # an assignor without a protocol is checked against the protocol in force, which the body's
-# schema cannot know
+# schema cannot know; nor can it say that exactly_once and commit must agree
 OPTIONS = {**CHANGE, 422: {**CHANGE[422], "description": (
     "the body is not JSON, or it or one of its fields is invalid, or it names an assignor "
-    "but no protocol and the protocol in force does not take that assignor; nothing "
-    "changed")}}
+    "but no protocol and the protocol in force does not take that assignor, or it gives "
+    "exactly_once (the older spelling) and a commit mode that disagree; nothing changed")}}
 
 
 def _validation_line(exc: RequestValidationError) -> str:

@@ -108,7 +108,7 @@ class Replayer:
 
         `running()` names the group's active replicas; `scale(n)` makes n run and names
         those it started. The replicas start again whatever happens after they stopped."""
-        target_of(req)  # a request that cannot work is refused before anything stops
+        self._plan(req)  # a replay that cannot be planned is refused before anything stops
         stopped = running()
         started: list[str] = []
         try:
@@ -135,8 +135,8 @@ class Replayer:
         while time.monotonic() < deadline:
             try:
                 state = Group(self.reader, self.settings, self.group).state
-            except UserError as exc:
-                state = str(exc)
+            except UserError as exc:  # gone from the listing: nothing to move any more
+                raise ReplayRefused(f"{exc}; nothing changed") from None
             if state == "Empty":
                 return
             time.sleep(0.5)

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backend.contracts.control import PROTOCOL_ASSIGNORS
+from backend.contracts.control import PROTOCOL_ASSIGNORS, GroupChoiceError, resolve_commit
 from backend.supervisor.api import create_app
 from tests.supervisor.conftest import REPO, Backend, start_backend, stop_backend
 
@@ -72,8 +72,16 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.none()
     if kind == "boolean":
         return st.booleans()
-    if kind == "integer":
-        return st.integers(int(schema["minimum"]), int(schema["maximum"]))
+    if kind == "integer":  # OpenAPI 3.1: an exclusive bound is the bound itself
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -(2 ** 40) - 1) + 1)
+        high = schema.get("maximum", schema.get("exclusiveMaximum", 2 ** 40 + 1) - 1)
+        return st.integers(int(low), int(high))
+    if kind == "string":
+        return st.text(min_size=schema.get("minLength", 0),
+                       max_size=min(schema.get("maxLength", 40), 40))
+    if kind == "array":
+        return st.lists(from_schema(schema["items"]), min_size=schema.get("minItems", 0),
+                        max_size=min(schema.get("maxItems", 5), 5))
     if kind == "number":  # OpenAPI 3.1: exclusiveMinimum is the bound itself
         return st.floats(schema.get("minimum", schema.get("exclusiveMinimum")),
                          schema.get("maximum"), exclude_min="exclusiveMinimum" in schema,
@@ -187,6 +195,14 @@ def backend(kafka, tmp_path_factory) -> Iterator[Backend]:
         assert not token or token not in log
 
 
+def _commit_agrees(commit: str | None, exactly_once: bool | None) -> bool:
+    try:
+        resolve_commit(commit, exactly_once)
+    except GroupChoiceError:
+        return False
+    return True
+
+
 @given(method=methods, path=paths, body=st.none() | bodies,
        auth=st.sampled_from([None, "Bearer ", "Bearer wrong", "Basic Zm9vOmJhcg==", "bearer",
                              "Bearer " + "x" * 64, "Bearer \u00e9"]),
@@ -241,8 +257,9 @@ def test_with_the_token_bad_bodies_get_4xx_never_5xx(backend, path, body):
 @given(body=from_schema(REQUEST_SCHEMAS["/options"]))
 @FUZZ
 def test_with_the_token_every_options_body_the_schema_allows_is_accepted(backend, body):
-    """The one refusal left is one the schema says it cannot know: an assignor sent without
-    a protocol is checked against the protocol in force."""
+    """The refusals left are those the schema says it cannot know: an assignor sent without
+    a protocol is checked against the protocol in force, and exactly_once (the older
+    spelling) and a commit mode must agree."""
     token = (backend.data_dir / "control.token").read_text().strip()
     in_force = backend.client.status().options.protocol
     status = _request(backend, "POST", "/options", json.dumps(body).encode(),
@@ -250,6 +267,8 @@ def test_with_the_token_every_options_body_the_schema_allows_is_accepted(backend
     if body.get("protocol") is None and body.get("assignor") is not None \
             and body["assignor"] not in PROTOCOL_ASSIGNORS[in_force]:
         assert status == 422, (body, in_force, status)
+    elif not _commit_agrees(body.get("commit"), body.get("exactly_once")):
+        assert status == 422, (body, status)
     else:
         assert status == 200, (body, in_force, status)
 
