@@ -255,6 +255,15 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
             wait_until(lambda: live_page_shown(page), 60, what="the default page instead")
             assert "client.properties" not in page.inner_text("body")
 
+            # no replay for a viewer: the Streams page draws no Replay panel
+            page.goto(f"{room.room_url}/streams")
+            wait_until(lambda: any(t in page.inner_text("body") for t in (
+                "messages summarised", "No summaries yet")) and page.locator(
+                "[data-testid='stStatusWidget']").count() == 0, 60,
+                what="the Streams page drawn to its end")
+            assert page.locator(".st-key-replay").count() == 0
+            assert page.get_by_text("Replay: send the group back").count() == 0
+
         log = room.log_text()
         assert log.count(f"wrong presenter passcode from {laptop.laptop_address}") == 1, log
         assert "control action" not in log, log  # no ControlClient call, not even refused
