@@ -123,28 +123,40 @@ def py4j_jar() -> Path:
 def compiled_classes(quiet: bool = True) -> Path:
     """The jar of the reader's compiled classes, built once per source and Java (in the
     environment's share folder beside the class-data archives)."""
-    jars = [*_client_jars(), py4j_jar()]
+    return compile_jar(SOURCE, READER_JAR, "kafka-reader", [*_client_jars(), py4j_jar()],
+                       "groupscope's Kafka reader", quiet)
+
+
+def client_jars() -> list[Path]:
+    """Kafka's client jars (and its logging API), for a JVM of ours that talks to Kafka."""
+    return _client_jars()
+
+
+def compile_jar(source: Path, jar_name: str, prefix: str, jars: Sequence[Path],
+                what: str, quiet: bool = True) -> Path:
+    """`source` compiled against `jars` into `<share>/<prefix>-<key>/<jar_name>`, once per
+    source, Java and jars; older builds of the same prefix are deleted."""
     javac = _javac()
-    key = hashlib.sha256(SOURCE.read_bytes() + str(javac).encode()
+    key = hashlib.sha256(source.read_bytes() + str(javac).encode()
                          + ":".join(j.name for j in jars).encode()
-                         + READER_JAR.encode()).hexdigest()[:12]
-    out = archive_dir() / f"kafka-reader-{key}"
+                         + jar_name.encode()).hexdigest()[:12]
+    out = archive_dir() / f"{prefix}-{key}"
     if (out / ".complete").exists():
-        return out / READER_JAR
+        return out / jar_name
     if not quiet:
-        print("compiling groupscope's Kafka reader (once per environment)", flush=True)
+        print(f"compiling {what} (once per environment)", flush=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     classes = tmp / "classes"
     classes.mkdir(parents=True)
     done = subprocess.run([str(javac), "-nowarn", "-d", str(classes), "-cp",
-                           os.pathsep.join(map(str, jars)), str(SOURCE)],
+                           os.pathsep.join(map(str, jars)), str(source)],
                           capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         first = (done.stderr.strip().splitlines() or ["javac failed"])[0]
-        raise ReaderError(f"cannot compile the Kafka reader: {first}")
-    with zipfile.ZipFile(tmp / READER_JAR, "w", zipfile.ZIP_DEFLATED) as jar:
+        raise ReaderError(f"cannot compile {what}: {first}")
+    with zipfile.ZipFile(tmp / jar_name, "w", zipfile.ZIP_DEFLATED) as jar:
         for path in sorted(classes.rglob("*.class")):
             jar.write(path, path.relative_to(classes).as_posix())
     shutil.rmtree(classes)
@@ -153,15 +165,15 @@ def compiled_classes(quiet: bool = True) -> Path:
         tmp.rename(out)
     except OSError:  # another process built it meanwhile
         shutil.rmtree(tmp, ignore_errors=True)
-    _forget_older_builds(out)
-    return out / READER_JAR
+    _forget_older_builds(out, prefix)
+    return out / jar_name
 
 
-def _forget_older_builds(current: Path) -> None:
-    """Delete the reader's earlier builds (another source or Java) beside `current`: each
-    change of AdminReader.java leaves one behind otherwise. A JVM still running on one keeps
-    its open jar; restarted, it compiles anew."""
-    for old in current.parent.glob("kafka-reader-*"):
+def _forget_older_builds(current: Path, prefix: str) -> None:
+    """Delete the earlier builds (another source or Java) beside `current`: each change of
+    a source leaves one behind otherwise. A JVM still running on one keeps its open jar;
+    restarted, it compiles anew."""
+    for old in current.parent.glob(f"{prefix}-*"):
         if old != current and old.is_dir() and (old / ".complete").exists():
             shutil.rmtree(old, ignore_errors=True)
 

@@ -2,10 +2,10 @@
 
 This module does the I/O around `plan.py`, which decides. Reads go through the reading layer
 (`KafkaReader`: the group's type and state, committed offsets, log start and end, offsets
-for a time). The one write is made by a confluent-kafka AdminClient (alter), created only
-with `--execute` and only after every check has passed, so a preview can never change
-anything, whatever goes wrong in it. A delete is previewed only: confluent-kafka does not
-wrap OffsetDelete, so `--execute` names Kafka's own tool.
+for a time). The one write (reset.apply: confluent-kafka's alter for a consumer group,
+Kafka's Java Admin in a one-shot JVM for a share group's start offsets and for a delete,
+which confluent-kafka does not wrap) is made only with `--execute` and only after every
+check has passed, so a preview can never change anything, whatever goes wrong in it.
 
 Kafka accepts offsets committed from outside a group only while the group is Empty (its
 members would overwrite them, and the broker refuses the commit anyway), so `--execute`
@@ -179,9 +179,6 @@ def _run(args: argparse.Namespace, action: str,
                       file=sys.stderr)
             elif args.json:
                 pass
-            elif group.type == "share":
-                print("--execute does not change a share group yet: use Kafka's "
-                      "kafka-share-groups --reset-offsets")
             else:
                 print(f"add --execute to apply it (the group must be Empty; it is now "
                       f"{group.state})")

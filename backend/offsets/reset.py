@@ -95,21 +95,16 @@ class Group:
 
 
 def refuse_other_types(group: Group, action: str, executing: bool) -> None:
-    """Streams groups are left to Kafka's own tool; a share group's start offsets can be
-    previewed here but not yet changed."""
+    """Streams groups are left to Kafka's own tool. A share group's start offsets are reset
+    here (`writer.alter_share`); deleting them goes per topic, not per partition, so that is
+    left to Kafka's tool too."""
     if group.type == "streams":
         raise UserError(f"group {group.name} is a streams group: {action} its offsets with "
                         f"Kafka's kafka-streams-groups --{action}-offsets; nothing changed")
-    if action == "delete" and executing:
-        # confluent-kafka does not wrap OffsetDelete; it will go through Kafka's Java Admin
-        # with the share groups' resets, in a writing child apart from the read-only reader
-        raise UserError(f"deleting offsets is previewed here but not applied yet: run Kafka's "
-                        f"kafka-consumer-groups --delete-offsets --group {group.name} "
-                        f"--topic TOPIC; nothing changed")
-    if group.type == "share" and (executing or action == "delete"):
-        raise UserError(f"group {group.name} is a share group: its start offsets are "
-                        f"{'reset' if action == 'reset' else 'deleted'} with Kafka's "
-                        f"kafka-share-groups --{action}-offsets for now; nothing changed")
+    if group.type == "share" and action == "delete":
+        raise UserError(f"group {group.name} is a share group: its start offsets are deleted "
+                        "per topic with Kafka's kafka-share-groups --delete-offsets; nothing "
+                        "changed")
 
 
 def topic_counts(reader: KafkaReader, specs: list[TopicSpec]) -> dict[str, int]:
@@ -131,7 +126,15 @@ def extents(reader: KafkaReader, tps: list[TP]) -> dict[TP, Extent]:
 
 def apply(settings: KafkaSettings, plan: Plan) -> dict[TP, str]:
     """Write the plan's changed rows; returns the partitions the broker refused, with why.
-    The writing client exists only here, for this one request."""
+    The writing client exists only here, for this one request: confluent-kafka's alter for
+    a consumer group's reset, Kafka's Java Admin (`writer.py`) for a share group's reset and
+    for a delete, which confluent-kafka does not wrap."""
+    from backend.offsets import writer
+
+    if plan.action == "delete":
+        return writer.delete_consumer(settings, plan)
+    if plan.group_type == "share":
+        return writer.alter_share(settings, plan)
     tps = [r.tp for r in plan.changed]
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 

@@ -144,8 +144,10 @@ def main() -> int:
     kafka_classpath()
     # the Kafka reader's classes (backend/kafkaread), so no process compiles them at start
     from backend.kafkaread.gateway import compiled_classes
+    from backend.offsets.writer import compiled_writer
 
     compiled_classes(quiet=False)
+    compiled_writer(quiet=False)  # and the offsets writer's, started only for a write
     kafka_class_archive(progress)
     # after Kafka's: its training node starts on that archive
     reader_class_archive(progress)

@@ -190,7 +190,7 @@ def test_a_group_with_a_live_member_is_refused_in_one_line_and_keeps_its_offsets
 
 
 @pytest.mark.timeout(120)
-def test_delete_is_previewed_and_its_execute_names_kafkas_tool(
+def test_delete_is_previewed_then_executed_through_kafkas_java_admin(
         kafka: KafkaSettings, records: tuple[str, int], reader: KafkaReader,
         capsys: pytest.CaptureFixture[str]) -> None:
     topic, _base = records
@@ -208,10 +208,14 @@ def test_delete_is_previewed_and_its_execute_names_kafkas_tool(
                                                 "replays 15, latest skips 15")
     assert len(committed(reader, group)) == 4, "a preview deleted offsets"
 
-    code, _out, err = run(capsys, kafka, "delete", "--group", group, "--topic", topic,
-                          "--execute")
-    assert code == 2 and "kafka-consumer-groups --delete-offsets" in err
-    assert len(committed(reader, group)) == 4, "a refused delete changed offsets"
+    code, out, err = run(capsys, kafka, "delete", "--group", group, "--topic", topic,
+                         "--execute")
+    assert code == 0, err
+    assert "every applied offset reads back as previewed" in out
+    # the topic's offsets are gone, the other topic's kept
+    assert committed(reader, group) == {(other, 0): 0}
+    for p, before in SEEDED.items():
+        assert f"delete group {group} {topic}-{p}: {before} → deleted" in err
 
 
 @pytest.mark.timeout(120)
@@ -238,7 +242,7 @@ def test_bad_input_is_one_line_naming_what_to_fix(
 
 
 @pytest.mark.timeout(150)
-def test_a_share_group_is_previewed_but_not_executed(
+def test_a_share_groups_start_offsets_are_previewed_and_reset_when_it_is_empty(
         kafka: KafkaSettings, reader: KafkaReader,
         capsys: pytest.CaptureFixture[str]) -> None:
     topic, group = f"offsets-shared-{uuid.uuid4().hex[:8]}", f"share-{uuid.uuid4().hex[:8]}"
@@ -267,13 +271,20 @@ def test_a_share_group_is_previewed_but_not_executed(
     assert by_partition(preview, "committed") == {0: start[(topic, 0)]}
     assert by_partition(preview, "new") == {0: 0}
 
+    assert reader.committed([group], "share")[group] == start, "a preview moved it"
+
+    # the member has left: the group is Empty, and Kafka's Java Admin sets the start offset
+    def empty() -> bool:
+        listed = {g.group: g.state for g in reader.listing()[0]}
+        return listed.get(group) == "Empty"
+
+    wait_until(empty, timeout=60, what=f"share group {group} Empty")
     code, out, err = run(capsys, kafka, "reset", "--group", group, "--to", "earliest",
                          "--execute")
-    assert code == 2 and out == ""
-    assert err.strip() == (f"groupscope offsets: group {group} is a share group: its start "
-                           "offsets are reset with Kafka's kafka-share-groups --reset-offsets "
-                           "for now; nothing changed")
-    assert reader.committed([group], "share")[group] == start
+    assert code == 0, err
+    assert "every applied offset reads back as previewed" in out
+    assert reader.committed([group], "share")[group] == {(topic, 0): 0}
+    assert f"reset group {group} {topic}-0: {start[(topic, 0)]} → 0" in err
 
 
 # ---- without a broker: the refusals by group type, and a read-back that differs --------------
@@ -283,8 +294,8 @@ def test_a_share_group_is_previewed_but_not_executed(
                                 "kafka-streams-groups --reset-offsets; nothing changed"),
     ("streams", "delete", True, "group s is a streams group: delete its offsets with Kafka's "
                                 "kafka-streams-groups --delete-offsets; nothing changed"),
-    ("share", "delete", False, "group s is a share group: its start offsets are deleted with "
-                               "Kafka's kafka-share-groups --delete-offsets for now; "
+    ("share", "delete", False, "group s is a share group: its start offsets are deleted per "
+                               "topic with Kafka's kafka-share-groups --delete-offsets; "
                                "nothing changed"),
 ])
 def test_group_types_groupscope_does_not_change_are_refused_in_one_line(
@@ -301,7 +312,9 @@ def test_group_types_groupscope_does_not_change_are_refused_in_one_line(
 def test_a_share_group_preview_and_a_consumer_group_pass_the_type_check() -> None:
     from backend.offsets.reset import refuse_other_types
 
-    refuse_other_types(SimpleNamespace(name="s", type="share"), "reset", False)  # type: ignore[arg-type]
+    for executing in (False, True):
+        refuse_other_types(SimpleNamespace(name="s", type="share"), "reset",  # type: ignore[arg-type]
+                           executing)
     for kind in ("classic", "consumer"):
         refuse_other_types(SimpleNamespace(name="c", type=kind), "reset", True)  # type: ignore[arg-type]
 
