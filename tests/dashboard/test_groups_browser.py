@@ -25,12 +25,12 @@ KIP848 = "recommender"  # a KIP-848 group (protocol "consumer") with a real memb
 SHOT = "overview.png"  # copied to assets/screenshots/ for the README
 
 
-def watch_server(bootstrap: str, log_path: Path, data: Path):
-    """`groupscope watch --bootstrap …` on a free port, with none of this process's
+def watch_server(bootstrap: str, log_path: Path, data: Path, *extra: str):
+    """`groupscope watch --bootstrap … [extra]` on a free port, with none of this process's
     GROUPSCOPE_* settings; yields its URL; always stopped."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPSCOPE_")}
     env["GROUPSCOPE_DATA"] = str(data)
-    return web_server(env, log_path, command=("watch", "--bootstrap", bootstrap),
+    return web_server(env, log_path, command=("watch", "--bootstrap", bootstrap, *extra),
                       inherit=False)
 
 

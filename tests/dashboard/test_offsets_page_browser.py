@@ -10,28 +10,19 @@ its URL shows no form.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from confluent_kafka import Producer
 
 from backend.kafkaread.reader import KafkaReader
 from backend.netutil import wait_until
-from tests.dashboard.browser import button, web_server
+from tests.dashboard.browser import button
 from tests.dashboard.group import Member, create_topic
+from tests.dashboard.test_groups_browser import watch_server
 from tests.observer.seed import seed_groups
 
 PARTITIONS = 2
 RECORDS = 100  # per partition
 COMMITTED = 80
-
-
-def _watch(bootstrap: str, log_path: Path, data: Path, *extra: str):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPSCOPE_")}
-    env["GROUPSCOPE_DATA"] = str(data)
-    return web_server(env, log_path, command=("watch", "--bootstrap", bootstrap, *extra),
-                      inherit=False)
 
 
 def _committed(kafka, group: str) -> dict[tuple[str, int], int]:
@@ -66,8 +57,8 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
     log = tmp_path / "watch.log"
     try:
         wait_until(lambda: _committed(kafka, busy), 60, what=f"{busy} committing")
-        with _watch(kafka.bootstrap, log, tmp_path / "data", "--allow-offset-writes") as url, \
-                chromium() as page:
+        with watch_server(kafka.bootstrap, log, tmp_path / "data",
+                          "--allow-offset-writes") as url, chromium() as page:
             try:
                 page.goto(f"{url}/offsets")
                 page.get_by_text("Reset offsets").first.wait_for(timeout=60_000)
@@ -107,7 +98,7 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
                 page.screenshot(path=str(artifacts_dir / "offsets-last.png"), full_page=True)
 
         # without the flag: no Offsets page, no form at its address
-        with _watch(kafka.bootstrap, tmp_path / "plain.log", tmp_path / "data2") as url, \
+        with watch_server(kafka.bootstrap, tmp_path / "plain.log", tmp_path / "data2") as url, \
                 chromium() as page:
             page.goto(f"{url}/offsets")
             page.get_by_text("Groups").first.wait_for(timeout=60_000)
