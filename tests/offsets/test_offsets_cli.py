@@ -137,6 +137,54 @@ def test_each_target_previews_then_commits_exactly_the_previewed_offsets(
     assert {(topic, r["partition"]): r["committed"] for r in applied["read_back"]} == planned
 
 
+@pytest.mark.timeout(180)
+def test_the_preview_is_the_result_on_compacted_and_transactional_topics_too(
+        kafka: KafkaSettings, reader: KafkaReader, capsys: pytest.CaptureFixture[str]) -> None:
+    """One group over three topics: plain, compacted (`cleanup.policy=compact`, keys
+    repeating) and transactional (two committed transactions a partition, so the log holds
+    control records between the data). For every kind of target the committed offsets after
+    --execute are exactly the previewed ones, partition by partition."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    suffix = uuid.uuid4().hex[:8]
+    plain, compacted, txn = (f"offsets-{kind}-{suffix}" for kind in ("plain", "compact", "txn"))
+    admin = AdminClient(kafka.client_config())
+    for name, config in ((plain, {}), (compacted, {"cleanup.policy": "compact"}), (txn, {})):
+        admin.create_topics([NewTopic(name, 2, 1, config=config)])[name].result(30)
+    base = int(time.time() * 1000) - 3_600_000
+    producer = Producer(kafka.client_config(**{"linger.ms": 5}))
+    for topic in (plain, compacted):
+        for p in range(2):
+            for i in range(20):
+                producer.produce(topic, key=f"k{i % 5}".encode(), value=b"{}", partition=p,
+                                 timestamp=base + i * STEP_MS)
+    assert producer.flush(30) == 0
+    transactional = Producer(kafka.client_config(**{"transactional.id": f"t-{suffix}"}))
+    transactional.init_transactions(30)
+    for half in (0, 10):
+        transactional.begin_transaction()
+        for p in range(2):
+            for i in range(half, half + 10):
+                transactional.produce(txn, value=b"{}", partition=p,
+                                      timestamp=base + i * STEP_MS)
+        transactional.commit_transaction(30)
+    group = f"offsets-group-{suffix}"
+    seed_groups(kafka, {group: {(t, p): 5 for t in (plain, compacted, txn) for p in range(2)}})
+
+    for target in (["--to", "earliest"], ["--to", "latest"], ["--to-offset", "7"],
+                   ["--shift-by", "3"], ["--to-datetime", format_ms(base + 12 * STEP_MS)]):
+        preview = run_json(capsys, kafka, "reset", "--group", group, *target)
+        assert {r["topic"] for r in preview["partitions"]} == {plain, compacted, txn}
+        applied = run_json(capsys, kafka, "reset", "--group", group, *target, "--execute")
+        assert applied["matches_plan"] is True, target
+        assert applied["partitions"] == preview["partitions"], target
+        assert committed(reader, group) == {(r["topic"], r["partition"]): r["new"]
+                                            for r in preview["partitions"]}, target
+    # the transactional topic's log end counts its control records: 20 records, 22 offsets
+    latest = run_json(capsys, kafka, "reset", "--group", group, "--to", "latest")
+    assert {r["log_end"] for r in latest["partitions"] if r["topic"] == txn} == {22}
+
+
 @pytest.mark.timeout(120)
 def test_execute_logs_every_change_and_prints_the_offsets_read_back(
         kafka: KafkaSettings, records: tuple[str, int], reader: KafkaReader,
