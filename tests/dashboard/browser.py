@@ -130,16 +130,25 @@ def button(page, key: str):
 
 
 def choose(page, key: str, option: str) -> None:
-    """Pick `option` in a selectbox; retried because a fragment rerun may close the list."""
-    box = page.locator(f".st-key-{key}").first
+    """Pick `option` in a selectbox by typing it, the way a keyboard user does.
 
-    def shown() -> str:
-        return box.evaluate("el => (el.querySelector('input')?.value || '') + ' ' + el.innerText")
+    Clicking an option in the open list failed on a loaded CI machine: the live fragment's rerun
+    every 2 s can re-render the list under the click. Typed text, ArrowDown and Enter settle in
+    one go; the check reads the field after blur, when it shows the committed choice rather than
+    what was typed."""
+    field = page.locator(f".st-key-{key} input").first
+
+    def committed() -> str:
+        field.evaluate("el => el.blur()")
+        return field.input_value(timeout=5_000)
 
     def chosen() -> bool:
-        if option not in shown().split():
-            box.click()
-            page.get_by_role("option", name=option, exact=True).first.click(timeout=5_000)
-        return option in shown().split()
+        if committed() == option:
+            return True
+        field.click(timeout=10_000)
+        field.fill(option, timeout=10_000)
+        field.press("ArrowDown", timeout=10_000)
+        field.press("Enter", timeout=10_000)
+        return committed() == option
 
-    wait_until(chosen, 30, what=f"{option} chosen in {key}")
+    wait_until(chosen, 60, interval=0.5, what=f"{option} chosen in {key}")
