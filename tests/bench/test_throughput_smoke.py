@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUIX = Path.home() / ".cache" / "groupscope" / "bench-quix-venv" / "bin" / "python"
 
 
+@pytest.mark.slow  # a minute of whole pipelines, no timing asserted: the second lane
 @pytest.mark.timeout(300)
 def test_throughput_tiny(kafka, spark_remote, tmp_path):
     variants = "groupscope,share,raw,rawsum" + (",quix" if QUIX.exists() else "")

@@ -21,6 +21,7 @@ from backend.cluster.partitioner import partition_for
 from backend.contracts import summaries_topic
 from backend.fleet.simulator import stream_ids
 from backend.netutil import wait_until
+from backend.paths import cache_dir
 from backend.proc import run as run_process
 from backend.proc import spawn
 from backend.supervisor.client import ControlError
@@ -147,7 +148,13 @@ def test_ctl_and_snapshot_find_the_stack_from_any_directory(
         backend_factory, standin_command, unique, tmp_path: Path) -> None:
     """No --data-dir, no GROUPSCOPE_DATA, run from a directory with no .groupscope: the
     supervisor's entry in the per-user list of running stacks is enough."""
+    # a cache of its own keeps other stacks out of the list; the jars are borrowed, not
+    # fetched again (that took 40 s)
     cache = tmp_path / "cache"
+    cache.mkdir()
+    for entry in cache_dir().iterdir():
+        if entry.name not in ("running", "logs"):
+            (cache / entry.name).symlink_to(entry)
     b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "1", "--no-fleet",
                         replica_command=standin_command, env={"GROUPSCOPE_CACHE": str(cache)})
     elsewhere = tmp_path / "elsewhere"
