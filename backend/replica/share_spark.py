@@ -25,7 +25,7 @@ import pyarrow as pa
 from backend.contracts import NUMERIC_FIELDS
 from backend.contracts.queue_summary import QueueDelta, SeqRanges
 from backend.contracts.summary import WINDOW_MS, FieldStats, WindowAgg
-from backend.replica.spark_summary import SparkSummariser
+from backend.replica.spark_summary import SparkSummariser, local_frame
 
 STATS, SEQS, LATE, DELIVERIES = "stats", "seqs", "late", "deliveries"
 
@@ -122,6 +122,6 @@ def summarise_share(spark: SparkSummariser, table: pa.Table, deliveries: list[in
     """One share batch through Spark: its deltas, and the seconds the query took."""
     frame = share_frame(table, deliveries)
     start = time.monotonic()
-    rows = spark.collect(lambda session: share_aggregate(session.createDataFrame(frame)),
+    rows = spark.collect(lambda session: share_aggregate(local_frame(session, frame)),
                          frame.num_rows)
     return fold(rows, replica, int(time.time() * 1000)), time.monotonic() - start

@@ -1,8 +1,9 @@
 """The Spark side of a micro-batch: (parse, validate and) aggregate per stream and window.
 
-One Spark query per batch. With the raw feed the values travel as one Arrow binary column
-(plus key, partition, offset) and Spark casts, `from_json`s, validates and groups; with the
-typed feed Python already parsed them (batch.py) and Spark only groups. Valid rows group by
+One Spark query per batch, its records shipped as one row of Arrow columns that Spark
+unpacks (`local_frame`). With the raw feed the values travel as one binary column (plus key,
+partition, offset) and Spark casts, `from_json`s, validates and groups; with the typed feed
+Python already parsed them (batch.py) and Spark only groups. Valid rows group by
 (partition, stream, tumbling window); invalid rows come back one per record with a reason,
 so they can be dead-lettered. Python then folds the handful of result rows into
 `BatchPartial`s (summary.py). bench/replica_batch.py compares this with typed columns.
@@ -215,6 +216,25 @@ def aggregate(df: Any, validated: bool = False, unique: bool = False) -> Any:
         *field_stats(False))
 
 
+def local_frame(session: Any, table: pa.Table) -> Any:
+    """`table`'s rows as a DataFrame, shipped as one row whose cells are its columns (Arrow
+    lists) and unpacked by Spark (`inline` of the zipped arrays), in the query's one task.
+
+    Shipped row by row, a batch becomes a local relation that holds one object per row, and
+    Spark's analyser and optimiser walk a plan node's arguments, those rows among them, in
+    rule after rule: for a 100 000-row batch that walk cost the engine several times the
+    aggregation itself, and every branch of a query that reads the relation twice paid it
+    again (bench/README.md, "Where the engine's CPU goes at full speed"). One row of arrays
+    is one argument to walk, and the arrays cross as contiguous buffers."""
+    from pyspark.sql import functions as F
+
+    offsets = pa.array([0, table.num_rows], pa.int32())
+    packed = pa.table({name: pa.ListArray.from_arrays(offsets, column.combine_chunks())
+                       for name, column in zip(table.column_names, table.columns, strict=True)})
+    return session.createDataFrame(packed).select(
+        F.inline(F.arrays_zip(*[F.col(name) for name in table.column_names])))
+
+
 def batch_frame(session: Any, table: pa.Table, last_seqs: dict[str, int], typed: bool) -> Any:
     """The batch as the DataFrame `aggregate` reads, for either feed.
 
@@ -223,7 +243,7 @@ def batch_frame(session: Any, table: pa.Table, last_seqs: dict[str, int], typed:
     if not typed:
         return raw_frame(session, with_last_seqs(table, "key", last_seqs))
     slim = table.drop_columns(["reason", "offset"])
-    return session.createDataFrame(with_last_seqs(slim, "stream_id", last_seqs))
+    return local_frame(session, with_last_seqs(slim, "stream_id", last_seqs))
 
 
 def raw_frame(session: Any, table: pa.Table, now_ms: int | None = None) -> Any:
@@ -231,7 +251,7 @@ def raw_frame(session: Any, table: pa.Table, now_ms: int | None = None) -> Any:
     inside Spark."""
     from pyspark.sql import functions as F
 
-    df = session.createDataFrame(table)
+    df = local_frame(session, table)
     key = F.col("key").cast("string")
     text = F.col("value").cast("string")
     parsed = F.from_json(text, _json_schema())

@@ -87,6 +87,9 @@ def test_the_batch_query_is_one_stage_without_a_shuffle_or_a_distinct_aggregate(
                    validated=True)
     plan = df._explain_string(mode="formatted")
     assert "HashAggregate" in plan  # the plan was read at all
+    # the batch crosses as one row of arrays, unpacked in the task (local_frame), not as a
+    # local relation of one object per record that every analyser rule walks
+    assert re.search(r"Arguments: inline\(arrays_zip\(", plan), plan
     for removed in ("Exchange", "Expand", "count(distinct", "merge_count(distinct"):
         assert removed.lower() not in plan.lower(), f"{removed} in the batch plan:\n{plan}"
 
