@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
@@ -35,6 +36,10 @@ from backend.offsets.plan import (
 from dashboard import presenter
 from dashboard.context import ENV_GROUP, env_context, offset_writes_env
 from dashboard.presenter import Role
+
+if TYPE_CHECKING:
+    from backend.kafkaread.reader import KafkaReader
+    from backend.offsets.reset import Group
 
 log = logging.getLogger("groupscope.offsets")
 TARGETS = {"earliest": "the beginning", "latest": "the end", "datetime": "a time",
@@ -67,16 +72,23 @@ def _target(kind: str, value: str, now: datetime) -> Target:
 
 def _plan(group: str, target: Target, topics: str) -> tuple[Plan, str]:
     """The plan as the cluster stands now, and the group's state."""
-    from backend.offsets.reset import Group, plan_reset_now, refuse_other_types
+    from backend.offsets.reset import Group
 
-    specs = merge_specs([parse_topic_spec(t) for t in topics.split() if t.strip()])
     reader = _reader()
     try:
         g = Group(reader, ctx.target.settings(), group)
-        refuse_other_types(g, "reset", executing=True)
-        return plan_reset_now(reader, g, target, specs), g.state
+        return _plan_for(reader, g, target, topics), g.state
     finally:
         reader.close()
+
+
+def _plan_for(reader: KafkaReader, g: Group, target: Target, topics: str) -> Plan:
+    """`g`'s plan (offsets.reset.Group) read through `reader`: one reader per action."""
+    from backend.offsets.reset import plan_reset_now, refuse_other_types
+
+    specs = merge_specs([parse_topic_spec(t) for t in topics.split() if t.strip()])
+    refuse_other_types(g, "reset", executing=True)
+    return plan_reset_now(reader, g, target, specs)
 
 
 def _rows(plan: Plan) -> pd.DataFrame:
@@ -95,23 +107,19 @@ def _apply(group: str, target: Target, topics: str) -> None:
     try:
         g = Group(reader, settings, group)
         g.refuse_unless_empty()
-    finally:
-        reader.close()
-    plan, _ = _plan(group, target, topics)
-    if not plan.changed:
-        st.info("Nothing to change: every offset is already as planned.")
-        return
-    who = presenter.session_peer() or "this machine"
-    refused = apply(settings, plan)
-    applied = Plan(plan.group, plan.action, plan.target,
-                   tuple(r for r in plan.rows if r.tp not in refused), plan.group_type)
-    for line in change_lines(applied):  # logged before anything else can fail
-        log.warning("offsets page (%s): %s", who, line)
-    for (t, p), why in sorted(refused.items()):
-        log.warning("offsets page (%s): %s-%d was NOT changed: %s", who, t, p, why)
-    reader = _reader()
-    try:
-        read_back = Group(reader, settings, group).committed()
+        plan = _plan_for(reader, g, target, topics)
+        if not plan.changed:
+            st.info("Nothing to change: every offset is already as planned.")
+            return
+        who = presenter.session_peer() or "this machine"
+        refused = apply(settings, plan)
+        applied = Plan(plan.group, plan.action, plan.target,
+                       tuple(r for r in plan.rows if r.tp not in refused), plan.group_type)
+        for line in change_lines(applied):  # logged before anything else can fail
+            log.warning("offsets page (%s): %s", who, line)
+        for (t, p), why in sorted(refused.items()):
+            log.warning("offsets page (%s): %s-%d was NOT changed: %s", who, t, p, why)
+        read_back = g.committed()
     finally:
         reader.close()
     wrong = differences(applied, read_back)
