@@ -30,7 +30,7 @@ from backend.contracts.control import (
 )
 from backend.kafkaread.reader import KafkaReader
 from backend.offsets.plan import Plan, Target, TopicSpec, choose_target, format_ms
-from backend.offsets.reset import Group, apply, keys_moved, plan_reset_now
+from backend.offsets.reset import Group, apply, keys_moved, plan_reset_now, read
 from backend.supervisor.processes import PoolError
 
 EMPTY_WITHIN_S = 30.0  # a graceful leave empties the group at once; a static member waits
@@ -108,12 +108,12 @@ class Replayer:
 
         `running()` names the group's active replicas; `scale(n)` makes n run and names
         those it started. The replicas start again whatever happens after they stopped."""
-        self._plan(req)  # a replay that cannot be planned is refused before anything stops
+        _, group, _ = self._plan(req)  # refused before anything stops if it cannot be planned
         stopped = running()
         started: list[str] = []
         try:
             scale(0)
-            self._wait_empty()
+            self._wait_empty(group.type)
             plan, group, target = self._plan(req)
             refused = apply(self.settings, plan)
             read_back = group.committed()
@@ -129,20 +129,28 @@ class Replayer:
             stopped=stopped, started=started, read_back_matches=not wrong,
             refused=[f"P{p}: {why}" for (_t, p), why in sorted(refused.items())])
 
-    def _wait_empty(self) -> None:
+    def _wait_empty(self, group_type: str) -> None:
+        """Until Kafka says the group is Empty, asking about this group alone (a describe,
+        not the cluster's whole listing) every half second, for EMPTY_WITHIN_S at most."""
         deadline = time.monotonic() + EMPTY_WITHIN_S
-        state = "?"
-        while time.monotonic() < deadline:
+        while True:
             try:
-                state = Group(self.reader, self.settings, self.group).state
-            except UserError as exc:  # gone from the listing: nothing to move any more
+                answer = read(f"group {self.group}",
+                              lambda: self.reader.describe([self.group], group_type))
+            except UserError as exc:
                 raise ReplayRefused(f"{exc}; nothing changed") from None
-            if state == "Empty":
+            desc = answer.get(self.group)
+            if desc is None or isinstance(desc, str):
+                raise ReplayRefused(f"could not describe group {self.group}: "
+                                    f"{desc or 'no answer'}; nothing changed")
+            if desc.state == "Empty":
                 return
+            if time.monotonic() >= deadline:
+                raise ReplayRefused(
+                    f"group {self.group} is still {desc.state} {EMPTY_WITHIN_S:.0f} s after its "
+                    "replicas stopped (a member groupscope did not start? stop it first); "
+                    "nothing changed")
             time.sleep(0.5)
-        raise ReplayRefused(f"group {self.group} is still {state} {EMPTY_WITHIN_S:.0f} s "
-                            "after its replicas stopped (a member groupscope did not start? "
-                            "stop it first); nothing changed")
 
     def _tell(self, by: str, plan: Plan, target: Target) -> None:
         """One `offsets_reset` event on the group's events topic, for the feed."""
