@@ -49,6 +49,7 @@ import org.apache.kafka.clients.admin.StreamsGroupMemberAssignment;
 import org.apache.kafka.clients.admin.StreamsGroupDescription;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -191,6 +192,16 @@ public final class AdminReader {
         return answer(timeoutMs, end -> {
             ListGroupsResult r = admin.listGroups(new ListGroupsOptions().timeoutMs(nodeWait(timeoutMs)));
             Collection<GroupListing> all = get(r.valid(), end);
+            Collection<Throwable> errors = get(r.errors(), end);
+            // Admin asks for the brokers first; when that fails it reports no listing and one
+            // bare KafkaException ("Failed to find brokers ...") among the errors instead of
+            // failing the call. That is no partial listing but an unreachable cluster.
+            if (all.isEmpty() && errors.size() == 1) {
+                Throwable only = errors.iterator().next();
+                if (only.getClass() == KafkaException.class && only.getCause() instanceof Exception cause) {
+                    throw cause;
+                }
+            }
             Json j = new Json().open().key("groups").openList();
             for (GroupListing g : all) {
                 j.openList().str(g.groupId())
@@ -200,7 +211,7 @@ public final class AdminReader {
                         .closeList();
             }
             j.closeList().key("errors").openList();
-            for (Throwable t : get(r.errors(), end)) {
+            for (Throwable t : errors) {
                 j.str(line(t));
             }
             return j.closeList().close().toString();
