@@ -16,19 +16,27 @@ session broker and Spark as a lane does, so it would share no more.
     python -m tests.lanes [pytest options]
 
 The main lane (`-m "not slow"`) prints as it runs; the slow lane's output goes to
-test-artifacts/slow-lane.log and is printed when both are done. The run passes only if both
-lanes pass, and a lane that collected no test fails it (pytest's exit code 5). Options that
-choose tests (`-m`, `-k`, paths, node ids, `--lf`) mean one ordinary pytest run instead.
-GROUPSCOPE_ONE_LANE=1 forces that too.
+test-artifacts/slow-lane.log, is printed once the main lane is done and then followed as it
+grows. The run passes only if both lanes pass, and a lane that collected no test fails it
+(pytest's exit code 5). Options that choose tests (`-m`, `-k`, paths, node ids, `--lf`) mean
+one ordinary pytest run instead. GROUPSCOPE_ONE_LANE=1 forces that too.
+
+A hang must fail the run, not outlast CI's limit in silence. pytest-timeout ends a test that
+runs too long, but not a teardown stuck after that, nor anything outside a test; so both
+lanes share one deadline (LIMIT_S, about twice a lane's usual time, well inside CI's 90
+minutes). A lane still running then gets SIGABRT: pytest's faulthandler prints every thread's
+stack into its output, the lane dies, its children with it, and the run fails naming it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from backend.proc import reap, run, send, spawn
@@ -36,6 +44,8 @@ from tests.conftest import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_LOG = ARTIFACTS / "slow-lane.log"
+LIMIT_S = float(os.environ.get("GROUPSCOPE_LANES_LIMIT_S", 45 * 60))
+FOLLOW_EVERY_S = 2.0
 CHOOSING = ("-m", "-k", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
             "--stepwise", "--deselect")
 
@@ -58,9 +68,28 @@ def one_lane(args: list[str]) -> int:
     return run(pytest_argv(*args), cwd=ROOT).returncode
 
 
+def wait_or_abort(lane: subprocess.Popen[bytes], name: str, deadline: float,
+                  follow: Callable[[], None] = lambda: None) -> int:
+    """The lane's exit code; past `deadline` (time.monotonic) it is aborted with its stacks
+    printed (see the module docstring) and the code says so. `follow` runs while waiting."""
+    while lane.poll() is None:
+        if time.monotonic() >= deadline:
+            print(f"\nlanes: the {name} lane is still running after {LIMIT_S / 60:.0f} min: "
+                  "aborting it; its threads' stacks follow its output", flush=True)
+            send(lane, signal.SIGABRT)
+            reap(lane, 30.0)
+            break
+        follow()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            lane.wait(FOLLOW_EVERY_S)
+    follow()
+    return lane.returncode
+
+
 def two_lanes(args: list[str]) -> int:
     SLOW_LOG.parent.mkdir(parents=True, exist_ok=True)
     lanes: list[subprocess.Popen[bytes]] = []
+    deadline = time.monotonic() + LIMIT_S
 
     def stop_lanes(signum: int, _frame: object) -> None:
         for lane in lanes:
@@ -71,7 +100,12 @@ def two_lanes(args: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop_lanes)
     signal.signal(signal.SIGHUP, stop_lanes)
-    with SLOW_LOG.open("wb") as log:
+    with SLOW_LOG.open("wb") as log, SLOW_LOG.open("rb") as shown:
+
+        def follow() -> None:  # what the slow lane has written since the last look
+            sys.stdout.write(shown.read().decode(errors="replace"))
+            sys.stdout.flush()
+
         # the slow lane: no cache writes, so the two lanes never race on .pytest_cache
         lanes.append(spawn(pytest_argv("-m", "slow", "-p", "no:cacheprovider", *args),
                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -80,19 +114,20 @@ def two_lanes(args: list[str]) -> int:
               flush=True)
         try:
             lanes.append(spawn(pytest_argv("-m", "not slow", *args), cwd=ROOT))
-            main_code = lanes[1].wait()
+            main_code = wait_or_abort(lanes[1], "main", deadline)
             started = time.monotonic()
+            print(f"\n{'=' * 30} slow lane {'=' * 30}", flush=True)
             if lanes[0].poll() is None:
-                print("lanes: the main lane is done; waiting for the slow lane", flush=True)
-            slow_code = lanes[0].wait()
+                print("lanes: the main lane is done; the slow lane so far, then as it goes",
+                      flush=True)
+            slow_code = wait_or_abort(lanes[0], "slow", deadline, follow)
         except KeyboardInterrupt:  # Ctrl-C reached both lanes (one process group)
             for lane in lanes:
                 reap(lane, 30.0)
             return 130
     waited = time.monotonic() - started
-    print(f"\n{'=' * 30} slow lane (waited {waited:.0f} s after the main lane) {'=' * 30}")
-    sys.stdout.write(SLOW_LOG.read_text(errors="replace"))
-    print(f"lanes: main lane exit {main_code}, slow lane exit {slow_code}", flush=True)
+    print(f"lanes: main lane exit {main_code}, slow lane exit {slow_code} "
+          f"(waited {waited:.0f} s for it after the main lane)", flush=True)
     return main_code or slow_code
 
 
