@@ -49,6 +49,7 @@ STOP_WITHIN_S = 10.0  # the promise: SIGTERM to exit, whatever the dependencies 
 HARD_STOP_S = 9.0  # the watchdog fires here
 STOP_BUDGET_S = 8.0  # what an orderly shutdown may take, children's grace included
 LAST_WAVE_S = 2.5  # of that, what `groupscope up` keeps for the broker and Spark, stopped last
+AFTER_KILL_S = 10.0  # how long a SIGKILLed child (and its pipes) may take to be gone
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # argv: [shim, parent pid, command...]. Exit 70: the parent died before the death signal was
@@ -94,16 +95,28 @@ def spawn(argv: Sequence[str], **popen_args: Any) -> subprocess.Popen[Any]:
 def run(argv: Sequence[str], timeout: float | None = None, capture_output: bool = False,
         **popen_args: Any) -> subprocess.CompletedProcess[Any]:
     """`subprocess.run` (no `check`) whose child dies with this process: spawned, waited for,
-    SIGKILLed at `timeout` (then subprocess.TimeoutExpired, as subprocess.run does)."""
+    SIGKILLed at `timeout` (then subprocess.TimeoutExpired, as subprocess.run does).
+
+    Whatever ends the wait (the timeout, Ctrl-C, a test's own timeout) kills the child, and
+    what follows is bounded: a grandchild that kept the output pipes open cannot hold the
+    caller after the child is gone."""
     if capture_output:
         popen_args.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    with spawn(argv, **popen_args) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
+    proc = spawn(argv, **popen_args)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=AFTER_KILL_S)
+        raise
+    finally:
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(AFTER_KILL_S)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 

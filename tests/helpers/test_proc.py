@@ -5,6 +5,8 @@ shutdown is cut short by the watchdog, and the replica command line is the one t
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backend import proc as proc_module
 from backend.netutil import wait_until
 from backend.proc import StopSignals, process_args, spawn, terminate
 from backend.supervisor.processes import replica_argv
@@ -183,3 +186,26 @@ def test_process_args_reads_a_retitled_process_as_ps_shows_it(tmp_path: Path) ->
         assert process_args(psutil.Process()) == [a for a in psutil.Process().cmdline() if a]
     finally:
         terminate(child, 5)
+
+
+def test_run_past_its_timeout_is_not_held_by_a_grandchild_keeping_the_pipes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timed-out child is killed and `run` returns (raising) soon after, even though a
+    grandchild that does not die with it still holds the output pipe open."""
+    monkeypatch.setattr(proc_module, "AFTER_KILL_S", 1.0)
+    pid_file = tmp_path / "grandchild.pid"
+    child = textwrap.dedent(f"""
+        import subprocess, sys, time
+        g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open({str(pid_file)!r}, "w").write(str(g.pid))
+        time.sleep(60)
+    """)
+    started = time.monotonic()
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc_module.run([sys.executable, "-c", child], timeout=2.0, capture_output=True)
+        assert time.monotonic() - started < 10.0
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
