@@ -23,7 +23,13 @@ from urllib.parse import urlparse
 
 from backend.errors import one_line
 from backend.netutil import port_open
-from backend.sparkclient.session import DEFAULT_PORT, EngineUnavailable, connect, spark_remote
+from backend.sparkclient.session import (
+    DEFAULT_PORT,
+    EngineUnavailable,
+    connect,
+    limit_retries,
+    spark_remote,
+)
 
 ENV_UI = "GROUPSCOPE_SPARK_UI"  # the driver's web UI, when the Connect host's is not it
 DEFAULT_UI_PORT = 4040  # Spark's, when the engine does not say
@@ -103,7 +109,7 @@ def discover_ui(remote: str | None = None, token: str | None = None) -> str:
         raise EngineUnavailable(f"nothing is listening at {url}")
     session = connect(url, token)
     try:
-        _fail_fast(session)
+        limit_retries(session, 2)  # asked every few seconds: never hang its poller
         enabled = str(session.conf.get("spark.ui.enabled", "true"))
         ui_port = str(session.conf.get("spark.ui.port", str(DEFAULT_UI_PORT)))
     except Exception as exc:
@@ -116,16 +122,6 @@ def discover_ui(remote: str | None = None, token: str | None = None) -> str:
         raise EngineUnavailable(f"the engine at {url} runs without its web UI "
                                 f"(spark.ui.enabled=false), which is where executors are listed")
     return f"http://{host}:{ui_port}"
-
-
-def _fail_fast(session: object) -> None:
-    """A few short retries instead of the Connect client's minutes: a question asked every
-    few seconds must not hang its poller on an engine that went away after the probe."""
-    with contextlib.suppress(Exception):  # an older client without retry policies
-        from pyspark.sql.connect.client.retries import DefaultPolicy
-
-        session.client.set_retry_policies(  # type: ignore[attr-defined]
-            [DefaultPolicy(max_retries=2, initial_backoff=200, max_backoff=1000)])
 
 
 class ExecutorsProbe:

@@ -316,18 +316,20 @@ class SparkSummariser:
         if self._session is None:
             from urllib.parse import urlparse
 
-            from pyspark.sql.connect.client.retries import DefaultPolicy
-
             from backend.netutil import port_open
-            from backend.sparkclient.session import EngineUnavailable, connect, spark_remote
+            from backend.sparkclient.session import (
+                EngineUnavailable,
+                connect,
+                limit_retries,
+                spark_remote,
+            )
 
             url = spark_remote(self.remote)
             parsed = urlparse(url.replace("sc://", "http://", 1))
             if not port_open(parsed.hostname or "127.0.0.1", parsed.port or 15002, timeout=2.0):
                 raise EngineUnavailable(f"nothing is listening at {url}")
             session = connect(url)
-            session.client.set_retry_policies(
-                [DefaultPolicy(max_retries=3, initial_backoff=200, max_backoff=2000)])
+            limit_retries(session, 3, max_backoff_ms=2000)
             for key, value in SESSION_CONFS.items():
                 session.conf.set(key, value)
             self._session = session

@@ -65,6 +65,19 @@ def connect(remote: str | None = None, token: str | None = None):
                                 f"{_without(token, exc)}") from None
 
 
+def limit_retries(session: object, retries: int, max_backoff_ms: int = 1000) -> None:
+    """At most `retries` short retries (from 200 ms, at most `max_backoff_ms` apart) when the
+    engine is unavailable, instead of the Connect client's default of ten minutes: a probe, a
+    poller or a replica must learn that the engine went away, not hang on it. Also bounds
+    the session's release in `stop()`, which uses the same policy."""
+    with contextlib.suppress(Exception):  # an older client without retry policies
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        session.client.set_retry_policies(  # type: ignore[attr-defined]
+            [DefaultPolicy(max_retries=retries, initial_backoff=200,
+                           max_backoff=max_backoff_ms)])
+
+
 def _bearer_channel(url: str, token: str):
     """A plaintext gRPC channel that sends `authorization: Bearer <token>` with every call:
     what the server's pre-shared-key check reads. pyspark's own `token=` would switch to TLS,
@@ -109,8 +122,9 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
                  token: str | None = None) -> str:
     """Run a real query; return the engine's Spark version or raise EngineUnavailable.
 
-    The gRPC channel retries for a long time by default; a TCP probe first bounds the wait
-    when nothing listens.
+    The gRPC channel retries for ten minutes by default; a TCP probe first bounds the wait
+    when nothing listens, and retries about `timeout` seconds long when an engine that
+    listened goes away (or is not ready yet).
     """
     from urllib.parse import urlparse
 
@@ -122,6 +136,7 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
     if not port_open(host, port, timeout=min(timeout, 2.0)):
         raise EngineUnavailable(f"nothing is listening at {url}")
     session = connect(url, token)
+    limit_retries(session, max(2, round(timeout)))
     try:
         total = session.range(100).selectExpr("sum(id) AS s").collect()[0]["s"]
         if total != 4950:

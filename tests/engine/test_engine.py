@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
+import time
 
 import pytest
 
@@ -33,6 +37,32 @@ def test_check_engine_reports_version_and_unreachable(spark_remote):
     assert check_engine(spark_remote).startswith("4.")
     with pytest.raises(EngineUnavailable, match="nothing is listening"):
         check_engine(f"sc://127.0.0.1:{free_port()}", timeout=2.0)
+
+
+def test_check_engine_gives_up_in_about_its_timeout_on_a_port_that_is_no_engine():
+    """Something listens but never answers gRPC (an engine that died after its port opened,
+    or another program): the check fails in about its timeout, not the Connect client's ten
+    minutes of retries, and its session's release is bounded the same way."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        stop = threading.Event()
+
+        def hang_up() -> None:  # accept each connection and close it at once
+            listener.settimeout(0.2)
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    conn, _ = listener.accept()
+                    conn.close()
+
+        closer = threading.Thread(target=hang_up, daemon=True)
+        closer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(EngineUnavailable, match="failed a test query"):
+                check_engine(f"sc://127.0.0.1:{listener.getsockname()[1]}", timeout=3.0)
+        finally:
+            stop.set()
+            closer.join(5)
+        assert time.monotonic() - started < 30
 
 
 def test_local_engine_lists_its_one_driver_through_sparks_rest_api(spark_engine, spark_remote):
