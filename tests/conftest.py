@@ -35,9 +35,11 @@ SPARK_CLUSTER_ENV = "GROUPSCOPE_SPARK_CLUSTER_TEST"
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     node = EmbeddedBroker(tmp_path_factory.mktemp("broker"), port=free_port())
     node.start()
+    _SESSION_SERVICES["broker"] = node
     try:
         yield node
     finally:
+        _SESSION_SERVICES.pop("broker", None)
         node.stop()
 
 
@@ -85,6 +87,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                                if "kafka_cluster" in item.fixturenames)
 
 
+# the session's broker and Spark engine once started: what every later test relies on
+_SESSION_SERVICES: dict[str, EmbeddedBroker | SparkConnectServer] = {}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A session broker or engine that died (OOM-killed, crashed) ends the run here, with the
+    reason, rather than letting every later test that needs it wait out its timeout."""
+    for what, service in _SESSION_SERVICES.items():
+        proc = service.process
+        if proc is not None and proc.poll() is not None:
+            pytest.exit(f"the session's {what} exited with code {proc.returncode} before "
+                        f"{item.nodeid} (its log: {service.log_file})", returncode=1)
+
+
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """After the last test that uses it, the three-node cluster stops (its fixture's own
     stop at session end then finds nothing running)."""
@@ -127,9 +143,11 @@ def cluster3(kafka_cluster: EmbeddedCluster) -> EmbeddedCluster:
 def spark_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
     server = SparkConnectServer(tmp_path_factory.mktemp("spark"), port=free_port())
     server.start()
+    _SESSION_SERVICES["Spark engine"] = server
     try:
         yield server
     finally:
+        _SESSION_SERVICES.pop("Spark engine", None)
         server.stop()
 
 

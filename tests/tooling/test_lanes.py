@@ -52,3 +52,30 @@ def test_a_lane_past_the_deadline_is_aborted_with_its_stacks_and_fails_the_run(c
     out = b"".join(seen).decode()
     assert "a test ran" in out and "stuck_in_teardown" in out, out
     assert "the slow lane is still running" in capfd.readouterr().out
+
+
+def test_a_dead_session_broker_ends_the_run_before_the_next_test(tmp_path, monkeypatch):
+    """Every later test would wait out its timeout on a broker that is gone: the run ends
+    at the next test's setup instead, naming the service, its exit code and its log."""
+    from types import SimpleNamespace
+
+    from tests import conftest
+
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(137)"])
+    dead.wait()
+    gone = SimpleNamespace(process=dead, log_file=tmp_path / "broker.log")
+    monkeypatch.setitem(conftest._SESSION_SERVICES, "broker", gone)
+    with pytest.raises(pytest.exit.Exception) as ended:
+        conftest.pytest_runtest_setup(SimpleNamespace(nodeid="tests/x.py::test_next"))
+    assert "the session's broker exited with code 137 before tests/x.py::test_next" \
+        in str(ended.value) and str(tmp_path / "broker.log") in str(ended.value)
+    assert ended.value.returncode == 1
+
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        monkeypatch.setitem(conftest._SESSION_SERVICES, "broker",
+                            SimpleNamespace(process=running, log_file=gone.log_file))
+        conftest.pytest_runtest_setup(SimpleNamespace(nodeid="tests/x.py::test_next"))
+    finally:
+        running.kill()
+        running.wait()
