@@ -317,19 +317,13 @@ class SparkSummariser:
             from urllib.parse import urlparse
 
             from backend.netutil import port_open
-            from backend.sparkclient.session import (
-                EngineUnavailable,
-                connect,
-                limit_retries,
-                spark_remote,
-            )
+            from backend.sparkclient.session import EngineUnavailable, connect, spark_remote
 
             url = spark_remote(self.remote)
             parsed = urlparse(url.replace("sc://", "http://", 1))
             if not port_open(parsed.hostname or "127.0.0.1", parsed.port or 15002, timeout=2.0):
                 raise EngineUnavailable(f"nothing is listening at {url}")
-            session = connect(url)
-            limit_retries(session, 3, max_backoff_ms=2000)
+            session = connect(url)  # a few seconds of retries, then the batch fails
             for key, value in SESSION_CONFS.items():
                 session.conf.set(key, value)
             self._session = session

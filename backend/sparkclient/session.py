@@ -46,7 +46,11 @@ def spark_token(token: str | None = None) -> str | None:
 
 
 def connect(remote: str | None = None, token: str | None = None):
-    """A fresh Spark Connect session (its own server-side session id)."""
+    """A fresh Spark Connect session (its own server-side session id), retrying an
+    unavailable engine a few seconds (`limit_retries`: 3 retries up to 2 s apart; a caller
+    may set its own). The client's default is ten minutes, and it applies at interpreter
+    exit too, where a client left open asks the engine to clean up: with the engine gone,
+    the process would hang there."""
     from pyspark.sql import SparkSession
 
     url = spark_remote(remote)
@@ -58,11 +62,14 @@ def connect(remote: str | None = None, token: str | None = None):
             # what SparkSession.builder.remote() sets: pyspark.sql.functions and friends then
             # build Connect expressions instead of looking for a local SparkContext
             os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-            return ConnectSession.builder.channelBuilder(_bearer_channel(url, token)).create()
-        return SparkSession.builder.remote(url).create()
+            session = ConnectSession.builder.channelBuilder(_bearer_channel(url, token)).create()
+        else:
+            session = SparkSession.builder.remote(url).create()
     except Exception as exc:
         raise EngineUnavailable(f"cannot open a Spark Connect session at {url}: "
                                 f"{_without(token, exc)}") from None
+    limit_retries(session, 3, max_backoff_ms=2000)
+    return session
 
 
 def limit_retries(session: object, retries: int, max_backoff_ms: int = 1000) -> None:

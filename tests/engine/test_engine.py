@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from backend.engine.executors import ENV_UI, ExecutorsProbe, executors_at
 from backend.netutil import free_port
+from backend.proc import run as run_process
 from backend.sparkclient.session import EngineUnavailable, check_engine, connect
 
 
@@ -39,15 +42,15 @@ def test_check_engine_reports_version_and_unreachable(spark_remote):
         check_engine(f"sc://127.0.0.1:{free_port()}", timeout=2.0)
 
 
-def test_check_engine_gives_up_in_about_its_timeout_on_a_port_that_is_no_engine():
-    """Something listens but never answers gRPC (an engine that died after its port opened,
-    or another program): the check fails in about its timeout, not the Connect client's ten
-    minutes of retries, and its session's release is bounded the same way."""
+@contextlib.contextmanager
+def no_engine_listening() -> Iterator[int]:
+    """A port where something accepts connections and closes them at once, never answering
+    gRPC: an engine that died after its port opened, or another program."""
     with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(0.2)
         stop = threading.Event()
 
-        def hang_up() -> None:  # accept each connection and close it at once
-            listener.settimeout(0.2)
+        def hang_up() -> None:
             while not stop.is_set():
                 with contextlib.suppress(OSError):
                     conn, _ = listener.accept()
@@ -55,13 +58,33 @@ def test_check_engine_gives_up_in_about_its_timeout_on_a_port_that_is_no_engine(
 
         closer = threading.Thread(target=hang_up, daemon=True)
         closer.start()
-        started = time.monotonic()
         try:
-            with pytest.raises(EngineUnavailable, match="failed a test query"):
-                check_engine(f"sc://127.0.0.1:{listener.getsockname()[1]}", timeout=3.0)
+            yield listener.getsockname()[1]
         finally:
             stop.set()
             closer.join(5)
+
+
+def test_check_engine_gives_up_in_about_its_timeout_on_a_port_that_is_no_engine():
+    """The check fails in about its timeout, not the Connect client's ten minutes of
+    retries, and its session's release is bounded the same way."""
+    with no_engine_listening() as port:
+        started = time.monotonic()
+        with pytest.raises(EngineUnavailable, match="failed a test query"):
+            check_engine(f"sc://127.0.0.1:{port}", timeout=3.0)
+        assert time.monotonic() - started < 30
+
+
+def test_a_session_left_open_does_not_hold_its_process_at_exit_when_the_engine_is_gone():
+    """At exit the Connect client asks the engine to clean up after every client left open;
+    with the engine gone, its default retries would hold the process ten minutes."""
+    with no_engine_listening() as port:
+        started = time.monotonic()
+        done = run_process([sys.executable, "-c",
+                            "from backend.sparkclient.session import connect\n"
+                            f"connect('sc://127.0.0.1:{port}')\n"],
+                           timeout=60, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
         assert time.monotonic() - started < 30
 
 
