@@ -24,7 +24,7 @@ from backend.kafkanode.embedded import EmbeddedBroker
 from backend.kafkanode.nodes import EmbeddedCluster
 from backend.netutil import free_port
 
-pytest_plugins = ["tests.markers", "tests.timing"]
+pytest_plugins = ["tests.markers", "tests.timing", "tests.prompt_exit"]
 
 ARTIFACTS = Path(os.environ.get("GROUPSCOPE_TEST_ARTIFACTS", "test-artifacts")).resolve()
 STACK_ENV = "GROUPSCOPE_STACK_TEST"

@@ -7,11 +7,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from backend.proc import run as run_process
 from backend.proc import spawn
 from tests.lanes import chooses_tests, wait_or_abort
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("args", [
@@ -79,3 +83,23 @@ def test_a_dead_session_broker_ends_the_run_before_the_next_test(tmp_path, monke
     finally:
         running.kill()
         running.wait()
+
+
+@pytest.mark.parametrize("outcome, code", [("pass", 0), ("fail", 1)])
+def test_a_finished_run_exits_with_its_verdict_whatever_a_test_left_running(
+        tmp_path, outcome, code):
+    """A thread a test left behind (or an exit handler) would hold the process after the
+    summary; the run ends at once with its own exit status and names the thread."""
+    (tmp_path / "test_left.py").write_text(
+        "import threading, time\n"
+        "def test_leaves_a_thread():\n"
+        "    threading.Thread(target=time.sleep, args=(120,), name='lingerer').start()\n"
+        f"    assert {outcome!r} == 'pass'\n")
+    started = time.monotonic()
+    done = run_process([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "tests.prompt_exit", str(tmp_path / "test_left.py")],
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                       timeout=60, capture_output=True, text=True)
+    assert done.returncode == code, done.stdout[-2000:] + done.stderr[-2000:]
+    assert time.monotonic() - started < 30
+    assert "1 thread(s) still running at exit, not waited for: lingerer" in done.stderr
