@@ -1,12 +1,15 @@
-"""A finished run exits at once: nothing after the verdict may hold CI.
+"""A finished run exits soon: nothing after the verdict may hold CI.
 
 Once pytest has printed its summary, interpreter exit still joins every non-daemon thread a
 test left behind and runs every library's exit handlers, and some of those talk to services
 the session has already stopped (the Spark Connect client asks the engine to clean up after
-each client left open, retrying for minutes by default). A hang there happens after the last
-test's timeout, so pytest-timeout cannot see it, and the run looks finished while it never
-ends. So the last unconfigure hook flushes the output, names what was left running, and ends
-the process with the run's own exit status. Children die with it (backend/proc.py).
+each client left open, retrying for minutes by default). A hang there comes after the last
+test's timeout, so pytest-timeout cannot see it, and the run looks finished but never ends.
+
+So the last unconfigure hook names any thread still running and starts a daemon watchdog:
+exit proceeds as usual (pytest's own cleanups and exit handlers run), and if it has not
+happened within GRACE_S the watchdog ends the process with the run's own exit status.
+Children die with it (backend/proc.py).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 import pytest
 
+GRACE_S = float(os.environ.get("GROUPSCOPE_EXIT_GRACE_S", 60))
 _SESSION = pytest.StashKey[pytest.Session]()
 
 
@@ -25,7 +30,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def left_running() -> list[str]:
-    """Names of the non-daemon threads besides the main one: what exit would wait for."""
+    """Names of the non-daemon threads besides the main one: what exit will wait for."""
     return [t.name for t in threading.enumerate()
             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
 
@@ -33,12 +38,20 @@ def left_running() -> list[str]:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION, None)
-    if session is None:  # --collect-only errors, --help: nothing ran
+    if session is None:  # --help, a usage error: nothing ran
         return
+    status = int(session.exitstatus)
     threads = left_running()
     if threads:
-        sys.stderr.write(f"tests: {len(threads)} thread(s) still running at exit, not waited "
-                         f"for: {', '.join(sorted(threads)[:10])}\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(int(session.exitstatus))
+        sys.stderr.write(f"tests: {len(threads)} thread(s) still running at exit: "
+                         f"{', '.join(sorted(threads)[:10])}\n")
+
+    def cut_off() -> None:
+        time.sleep(GRACE_S)
+        sys.stderr.write(f"tests: not exited {GRACE_S:.0f} s after the run ended (a thread "
+                         f"or an exit handler holds it): ending with the run's status\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(status)
+
+    threading.Thread(target=cut_off, name="prompt-exit", daemon=True).start()

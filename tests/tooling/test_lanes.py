@@ -89,7 +89,8 @@ def test_a_dead_session_broker_ends_the_run_before_the_next_test(tmp_path, monke
 def test_a_finished_run_exits_with_its_verdict_whatever_a_test_left_running(
         tmp_path, outcome, code):
     """A thread a test left behind (or an exit handler) would hold the process after the
-    summary; the run ends at once with its own exit status and names the thread."""
+    summary; the run ends after the grace (here 2 s) with its own exit status, and names
+    the thread."""
     (tmp_path / "test_left.py").write_text(
         "import threading, time\n"
         "def test_leaves_a_thread():\n"
@@ -98,8 +99,10 @@ def test_a_finished_run_exits_with_its_verdict_whatever_a_test_left_running(
     started = time.monotonic()
     done = run_process([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "-p", "tests.prompt_exit", str(tmp_path / "test_left.py")],
-                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO),
+                                          "GROUPSCOPE_EXIT_GRACE_S": "2"},
                        timeout=60, capture_output=True, text=True)
     assert done.returncode == code, done.stdout[-2000:] + done.stderr[-2000:]
     assert time.monotonic() - started < 30
-    assert "1 thread(s) still running at exit, not waited for: lingerer" in done.stderr
+    assert "1 thread(s) still running at exit: lingerer" in done.stderr
+    assert "not exited 2 s after the run ended" in done.stderr
