@@ -49,7 +49,7 @@ STOP_WITHIN_S = 10.0  # the promise: SIGTERM to exit, whatever the dependencies 
 HARD_STOP_S = 9.0  # the watchdog fires here
 STOP_BUDGET_S = 8.0  # what an orderly shutdown may take, children's grace included
 LAST_WAVE_S = 2.5  # of that, what `groupscope up` keeps for the broker and Spark, stopped last
-AFTER_KILL_S = 10.0  # how long a SIGKILLed child (and its pipes) may take to be gone
+AFTER_KILL_S = 10.0  # how long a SIGKILLed child may take to be gone
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # argv: [shim, parent pid, command...]. Exit 70: the parent died before the death signal was
@@ -107,8 +107,6 @@ def run(argv: Sequence[str], timeout: float | None = None, capture_output: bool 
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=AFTER_KILL_S)
         raise
     finally:
         for pipe in (proc.stdin, proc.stdout, proc.stderr):

@@ -23,13 +23,7 @@ from urllib.parse import urlparse
 
 from backend.errors import one_line
 from backend.netutil import port_open
-from backend.sparkclient.session import (
-    DEFAULT_PORT,
-    EngineUnavailable,
-    connect,
-    limit_retries,
-    spark_remote,
-)
+from backend.sparkclient.session import DEFAULT_PORT, EngineUnavailable, connect, spark_remote
 
 ENV_UI = "GROUPSCOPE_SPARK_UI"  # the driver's web UI, when the Connect host's is not it
 DEFAULT_UI_PORT = 4040  # Spark's, when the engine does not say
@@ -107,9 +101,8 @@ def discover_ui(remote: str | None = None, token: str | None = None) -> str:
     if not port_open(host, parsed.port or DEFAULT_PORT, timeout=REST_TIMEOUT_S):
         # (the Connect client would retry for minutes)
         raise EngineUnavailable(f"nothing is listening at {url}")
-    session = connect(url, token)
+    session = connect(url, token, retries=2, max_backoff_ms=1000)  # asked every few seconds
     try:
-        limit_retries(session, 2)  # asked every few seconds: never hang its poller
         enabled = str(session.conf.get("spark.ui.enabled", "true"))
         ui_port = str(session.conf.get("spark.ui.port", str(DEFAULT_UI_PORT)))
     except Exception as exc:

@@ -45,12 +45,14 @@ def spark_token(token: str | None = None) -> str | None:
     return read_secret(data_dir(), SPARK_TOKEN_FILE)
 
 
-def connect(remote: str | None = None, token: str | None = None):
-    """A fresh Spark Connect session (its own server-side session id), retrying an
-    unavailable engine a few seconds (`limit_retries`: 3 retries up to 2 s apart; a caller
-    may set its own). The client's default is ten minutes, and it applies at interpreter
-    exit too, where a client left open asks the engine to clean up: with the engine gone,
-    the process would hang there."""
+def connect(remote: str | None = None, token: str | None = None, retries: int = 3,
+            max_backoff_ms: int = 2000):
+    """A fresh Spark Connect session (its own server-side session id) that retries an
+    unavailable engine at most `retries` times, from 200 ms and at most `max_backoff_ms`
+    apart: a probe, a poller or a replica must learn that the engine went away, not hang on
+    it. The client's default is ten minutes, and it applies at interpreter exit too, where a
+    client left open asks the engine to clean up: with the engine gone, the process would
+    hang there. The session's release in `stop()` is bounded the same way."""
     from pyspark.sql import SparkSession
 
     url = spark_remote(remote)
@@ -68,21 +70,13 @@ def connect(remote: str | None = None, token: str | None = None):
     except Exception as exc:
         raise EngineUnavailable(f"cannot open a Spark Connect session at {url}: "
                                 f"{_without(token, exc)}") from None
-    limit_retries(session, 3, max_backoff_ms=2000)
-    return session
-
-
-def limit_retries(session: object, retries: int, max_backoff_ms: int = 1000) -> None:
-    """At most `retries` short retries (from 200 ms, at most `max_backoff_ms` apart) when the
-    engine is unavailable, instead of the Connect client's default of ten minutes: a probe, a
-    poller or a replica must learn that the engine went away, not hang on it. Also bounds
-    the session's release in `stop()`, which uses the same policy."""
     with contextlib.suppress(Exception):  # an older client without retry policies
         from pyspark.sql.connect.client.retries import DefaultPolicy
 
-        session.client.set_retry_policies(  # type: ignore[attr-defined]
+        session.client.set_retry_policies(
             [DefaultPolicy(max_retries=retries, initial_backoff=200,
                            max_backoff=max_backoff_ms)])
+    return session
 
 
 def _bearer_channel(url: str, token: str):
@@ -142,8 +136,7 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
     host, port = parsed.hostname or "127.0.0.1", parsed.port or DEFAULT_PORT
     if not port_open(host, port, timeout=min(timeout, 2.0)):
         raise EngineUnavailable(f"nothing is listening at {url}")
-    session = connect(url, token)
-    limit_retries(session, max(2, round(timeout)))
+    session = connect(url, token, retries=max(2, round(timeout)), max_backoff_ms=1000)
     try:
         total = session.range(100).selectExpr("sum(id) AS s").collect()[0]["s"]
         if total != 4950:
