@@ -1,17 +1,24 @@
 """The Spark side of a micro-batch: (parse, validate and) aggregate per stream and window.
 
-One Spark query per batch, its records shipped as one row of Arrow columns that Spark
-unpacks (`local_frame`). With the raw feed the values travel as one binary column (plus key,
-partition, offset) and Spark casts, `from_json`s, validates and groups; with the typed feed
-Python already parsed them (batch.py) and Spark only groups. Valid rows group by
-(partition, stream, tumbling window); invalid rows come back one per record with a reason,
-so they can be dead-lettered. Python then folds the handful of result rows into
-`BatchPartial`s (summary.py). bench/replica_batch.py compares this with typed columns.
+One Spark query per batch, its records shipped as one row of Arrow columns (`packed`). With
+the raw feed the values travel as one binary column (plus key, partition, offset) and Spark
+casts, `from_json`s, validates and groups; with the typed feed Python already parsed them
+(batch.py) and Spark only groups. Valid rows group by (partition, stream, tumbling window);
+invalid rows come back one per record with a reason, so they can be dead-lettered. Python
+then folds the handful of result rows into `BatchPartial`s (summary.py).
+
+Two plans compute the same figures. The grouping plan (`aggregate` over `local_frame`)
+unpacks the row in a task and groups with Spark's hash aggregation: one job per batch. The
+local plan (`local_plan`), for the small batches of a caught-up replica, computes each group's
+figures with Spark's array functions over the packed row itself; Spark's optimiser evaluates
+such a projection of a local relation while planning, so the query runs no job at all.
+bench/replica_batch.py compares the feeds, bench/spark_fixed_cost.py the plans.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -91,12 +98,13 @@ def reason_column(parsed: Any, key: Any, text: Any, now_ms: int | None = None) -
 
 
 GROUP_KEYS = ("partition", "sid", "win", "reason", "bad_offset")
-# Below this many rows a batch runs interpreted (`SparkSummariser._execution_for`). A caught-up
-# replica's batch holds tens of rows, and for it Spark's fixed cost is the work: generating
-# and formatting the Java source of its projections and aggregation (the source is rebuilt per
-# query even when the compiled class is cached) costs more than interpreting 50 rows.
-# Interpreted is cheaper up to a few thousand rows, about even here, and dearer above (see
-# bench/README.md, "Spark's fixed cost per batch").
+# Below this many rows the grouping plan runs interpreted (`SparkSummariser._set_execution`):
+# the raw feed's batches, and typed ones too large for the local plan. For a batch of tens or
+# hundreds of rows Spark's fixed cost is the work: generating and formatting the Java source
+# of its projections and aggregation (the source is rebuilt per query even when the compiled
+# class is cached) costs more than interpreting the rows. Interpreted is cheaper up to a few
+# thousand rows, about even here, and dearer above (see bench/README.md, "Spark's fixed cost
+# per batch").
 INTERPRETED_BELOW_ROWS = 2_000
 # Set once per session. The batch query has no exchange (`aggregate`: one task, one stage),
 # so adaptive execution has nothing to re-plan, yet it still runs each query's result stage
@@ -216,9 +224,14 @@ def aggregate(df: Any, validated: bool = False, unique: bool = False) -> Any:
         *field_stats(False))
 
 
-def local_frame(session: Any, table: pa.Table) -> Any:
-    """`table`'s rows as a DataFrame, shipped as one row whose cells are its columns (Arrow
-    lists) and unpacked by Spark (`inline` of the zipped arrays), in the query's one task.
+# Above this many bytes a batch goes through `createDataFrame`, which uploads it as an artifact
+# the plan refers to, rather than inline in the plan (Spark's default for
+# spark.sql.session.localRelationCacheThreshold; a plan must also fit one gRPC message).
+INLINE_RELATION_BYTES = 64 * 1024 * 1024
+
+
+def packed(table: pa.Table) -> pa.Table:
+    """`table` as one row whose cells are its columns (Arrow lists).
 
     Shipped row by row, a batch becomes a local relation that holds one object per row, and
     Spark's analyser and optimiser walk a plan node's arguments, those rows among them, in
@@ -226,13 +239,110 @@ def local_frame(session: Any, table: pa.Table) -> Any:
     aggregation itself, and every branch of a query that reads the relation twice paid it
     again (bench/README.md, "Where the engine's CPU goes at full speed"). One row of arrays
     is one argument to walk, and the arrays cross as contiguous buffers."""
+    offsets = pa.array([0, table.num_rows], pa.int32())
+    return pa.table({name: pa.ListArray.from_arrays(offsets, column.combine_chunks())
+                     for name, column in zip(table.column_names, table.columns, strict=True)})
+
+
+def local_relation(session: Any, table: pa.Table) -> Any:
+    """`table` as a DataFrame over a local relation carried in the plan itself.
+
+    `session.createDataFrame` first asks the engine for thirteen settings, one round trip per
+    batch that only matters for pandas input, timestamps and an upload of large tables, and
+    adds a renaming node to the plan. A typed Arrow table needs none of it, so the relation
+    is built from the client's own plan class; a table past INLINE_RELATION_BYTES still goes
+    through `createDataFrame`."""
+    if table.nbytes >= INLINE_RELATION_BYTES:
+        return session.createDataFrame(table)
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.plan import LocalRelation
+
+    return DataFrame(LocalRelation(table), session)
+
+
+def local_frame(session: Any, table: pa.Table) -> Any:
+    """`table`'s rows as a DataFrame, shipped `packed` and unpacked by Spark (`inline` of the
+    zipped arrays) in the query's one task."""
     from pyspark.sql import functions as F
 
-    offsets = pa.array([0, table.num_rows], pa.int32())
-    packed = pa.table({name: pa.ListArray.from_arrays(offsets, column.combine_chunks())
-                       for name, column in zip(table.column_names, table.columns, strict=True)})
-    return session.createDataFrame(packed).select(
+    return local_relation(session, packed(table)).select(
         F.inline(F.arrays_zip(*[F.col(name) for name in table.column_names])))
+
+
+# The typed batch's columns the local plan reads, `last_seq` (`with_last_seqs`) last.
+LOCAL_COLUMNS = ("partition", "stream_id", "seq", "ts", *NUMERIC_FIELDS, "last_seq")
+# The local plan is for a batch of at most this many rows x streams. Its array functions find
+# each (partition, stream, window)'s rows by a pass over the batch, so its cost grows with
+# rows times groups, where the grouping plan's grows with rows: the local plan is cheaper for
+# a caught-up replica's tens or hundreds of rows over a dozen streams, and dearer from a few
+# thousand rows over a hundred streams (bench/README.md, "The demo at rest: a batch without
+# a job").
+LOCAL_PLAN_BUDGET = 30_000
+
+
+def fits_local_plan(table: pa.Table) -> bool:
+    """Whether the typed batch `table` is small enough for the local plan (LOCAL_PLAN_BUDGET)."""
+    streams = pc.count_distinct(table.column("stream_id")).as_py()
+    return table.num_rows * max(1, streams) <= LOCAL_PLAN_BUDGET
+
+
+@functools.cache
+def local_summaries() -> Any:
+    """The local plan's one column: an array of one struct per (partition, stream, window)
+    with the grouping plan's result columns (`aggregate`, typed feed, so no invalid rows).
+
+    The figures follow `aggregate`'s definitions: a row is old when its seq <= last_seq, the
+    distinct new seqs are counted directly, and the sums run over the group's rows in batch
+    order, as the one-level grouping plan's do. Built once: a Column is an expression tree
+    that names no session, and building this one costs the client a few milliseconds."""
+    from pyspark.sql import functions as F
+
+    rows = F.arrays_zip(*[F.col(name) for name in LOCAL_COLUMNS])
+
+    def window(x: Any) -> Any:
+        return (F.floor(x["ts"] / WINDOW_MS) * WINDOW_MS).cast("long")
+
+    keys = F.array_distinct(F.transform(rows, lambda x: F.struct(
+        x["partition"].alias("partition"), x["stream_id"].alias("sid"),
+        window(x).alias("win"))))
+    groups = F.transform(keys, lambda k: F.filter(rows, lambda x: (
+        (x["partition"] == k["partition"]) & (x["stream_id"] == k["sid"])
+        & (window(x) == k["win"]))))
+
+    def figures(key: Any, group: Any) -> Any:
+        def lowest(name: str) -> Any:
+            return F.array_min(F.transform(group, lambda x: x[name]))
+
+        def highest(name: str) -> Any:
+            return F.array_max(F.transform(group, lambda x: x[name]))
+
+        def total(name: str, squared: bool = False) -> Any:  # from 0.0, in batch order
+            return F.aggregate(group, F.lit(0.0),
+                               lambda a, x: a + (x[name] * x[name] if squared else x[name]))
+
+        new = F.filter(group, lambda x: x["seq"] > x["last_seq"])
+        out = [key["partition"].alias("partition"), key["sid"].alias("sid"),
+               key["win"].alias("win"), F.lit(None).cast("string").alias("reason"),
+               F.lit(None).cast("long").alias("bad_offset"),
+               F.size(group).alias("n"),
+               F.size(F.filter(group, lambda x: x["seq"] <= x["last_seq"])).alias("old"),
+               F.size(F.array_distinct(F.transform(new, lambda x: x["seq"]))).alias(
+                   "new_distinct"),
+               lowest("seq").alias("min_seq"), highest("seq").alias("max_seq"),
+               lowest("ts").alias("min_ts"), highest("ts").alias("max_ts")]
+        for f in NUMERIC_FIELDS:
+            out += [total(f).alias(f"s_{f}"), total(f, squared=True).alias(f"q_{f}"),
+                    lowest(f).alias(f"lo_{f}"), highest(f).alias(f"hi_{f}")]
+        return F.struct(*out)
+
+    return F.zip_with(keys, groups, figures).alias("groups")
+
+
+def local_plan(session: Any, table: pa.Table, last_seqs: dict[str, int]) -> Any:
+    """The local plan over the typed batch `table`: a DataFrame of one row whose one cell
+    holds the groups' figures (`local_summaries`), computed by Spark without a job."""
+    slim = with_last_seqs(table.select(list(LOCAL_COLUMNS[:-1])), "stream_id", last_seqs)
+    return local_relation(session, packed(slim)).select(local_summaries())
 
 
 def batch_frame(session: Any, table: pa.Table, last_seqs: dict[str, int], typed: bool) -> Any:
@@ -304,6 +414,7 @@ class SparkSummariser:
         self.remote = remote
         self._session: Any = None
         self._execution = ""  # the session's EXECUTION_CONFS mode, "" until first set
+        self._on_workers = False  # the engine runs tasks on Spark workers' executors
         self.warm = False  # warm_up ran on the current session: a replica need not again
 
     def session(self) -> Any:
@@ -326,11 +437,21 @@ class SparkSummariser:
             session = connect(url)  # a few seconds of retries, then the batch fails
             for key, value in SESSION_CONFS.items():
                 session.conf.set(key, value)
+            master = str(session.conf.get("spark.master", "local[*]"))
+            self._on_workers = not master.startswith("local")
             self._session = session
             self._execution = ""
         return self._session
 
-    def _execution_for(self, rows: int) -> None:
+    def _workers(self) -> bool:
+        try:
+            self.session()
+        except Exception:
+            self.reset()
+            raise
+        return self._on_workers
+
+    def _set_execution(self, rows: int) -> None:
         """Interpreted below INTERPRETED_BELOW_ROWS rows, compiled above: a session setting,
         changed (one small call per key) only when a batch crosses the line, which a
         steady replica's batches seldom do."""
@@ -343,26 +464,33 @@ class SparkSummariser:
     def warm_up(self, typed: bool = False, rows: int = WARM_UP_ROWS,
                 both_plans: bool = False) -> None:
         """Pay a fresh session's first-query cost before joining the group, with the very
-        query a batch runs, over enough rows (WARM_UP_ROWS) that the engine's JIT compiles
-        its per-row code too.
+        query a backlog's batch runs (the grouping plan), over enough rows (WARM_UP_ROWS)
+        that the engine's JIT compiles its per-row code too.
 
-        `both_plans` also runs the plan for a batch that repeats a seq (`aggregate`'s
-        per-seq level, which a replayed or duplicated record brings): a first such batch
-        otherwise costs much more on 2 busy cores (see bench/README.md, "A warm standby
-        replica, 2026-11-25"), and a two-row batch for the interpreted mode
-        (INTERPRETED_BELOW_ROWS) a new member's first batch runs in. A standby, off the
-        start's critical path, pays them; a cold start does not wait."""
+        `both_plans` also runs the grouping plan for a batch that repeats a seq
+        (`aggregate`'s per-seq level, which a replayed or duplicated record brings): a first
+        such batch otherwise costs much more on 2 busy cores (see bench/README.md, "A warm
+        standby replica, 2026-11-25"), and a two-row batch as a new member's first batch
+        runs (the local plan for the typed feed, the interpreted mode for the raw one,
+        INTERPRETED_BELOW_ROWS). A standby, off the start's critical path, pays them; a
+        cold start does not wait."""
         from backend.replica.batch import MicroBatch
 
-        seqs = [list(range(rows))] + ([[*range(rows), 0], [0, 1]] if both_plans else [])
-        for plan in seqs:
+        plans = [(list(range(rows)), True)]
+        if both_plans:
+            plans += [([*range(rows), 0], True), ([0, 1], False)]
+        for seqs, grouping in plans:
             batch = MicroBatch()
-            for seq in plan:
+            for seq in seqs:
                 batch.add(0, seq, b"w", b'{"stream_id":"w","seq":%d,"ts":0,"speed_kmh":0,'
                                         b'"rpm":0,"gear":0,"engine_temp_c":0,"lat":0,'
                                         b'"lon":0}' % seq)
             table = batch.to_typed_arrow()[0] if typed else batch.to_arrow()
-            self.summarise(table, {"w": -1}, typed=typed)
+            if grouping:  # by size alone the one-stream batch would take the local plan
+                self._set_execution(table.num_rows)
+                self.query(table, {"w": -1}, typed=typed)
+            else:
+                self.summarise(table, {"w": -1}, typed=typed)
         self.warm = True
 
     def keep_alive(self) -> None:
@@ -371,9 +499,15 @@ class SparkSummariser:
 
     def summarise(self, table: pa.Table, last_seqs: dict[str, int],
                   typed: bool = False) -> BatchResult:
-        """`typed`: the table already has parsed columns (MicroBatch.to_typed_arrow)."""
+        """`typed`: the table already has parsed columns (MicroBatch.to_typed_arrow). A
+        typed batch that `fits_local_plan` takes the local plan, any other the grouping
+        plan in the execution mode for its size. On Spark workers every batch takes the
+        grouping plan: there the executors' tasks are the lesson, and the local plan runs
+        none."""
+        if typed and fits_local_plan(table) and not self._workers():
+            return self.query_local(table, last_seqs)
         try:
-            self._execution_for(table.num_rows)
+            self._set_execution(table.num_rows)
         except Exception:
             self.reset()
             raise
@@ -384,7 +518,7 @@ class SparkSummariser:
         in the execution mode for that size; a failure drops the session, as in `summarise`.
         For queries other than the consumer group's batch (a share group's: share_spark)."""
         try:
-            self._execution_for(rows)
+            self._set_execution(rows)
             return build(self.session()).collect()
         except Exception:
             self.reset()
@@ -392,8 +526,8 @@ class SparkSummariser:
 
     def query(self, table: pa.Table, last_seqs: dict[str, int],
               typed: bool = False) -> BatchResult:
-        """The batch query in the session's current execution mode (`summarise` picks it;
-        bench/spark_fixed_cost.py sets it and calls this)."""
+        """The grouping plan in the session's current execution mode (`summarise` picks
+        it; bench/spark_fixed_cost.py sets it and calls this)."""
         start = time.monotonic()
         try:
             frame = batch_frame(self.session(), table, last_seqs, typed)
@@ -403,6 +537,18 @@ class SparkSummariser:
             self.reset()
             raise
         result = fold(rows)
+        result.seconds = time.monotonic() - start
+        return result
+
+    def query_local(self, table: pa.Table, last_seqs: dict[str, int]) -> BatchResult:
+        """The local plan over the typed batch `table` (`summarise` picks it)."""
+        start = time.monotonic()
+        try:
+            rows = local_plan(self.session(), table, last_seqs).collect()
+        except Exception:
+            self.reset()
+            raise
+        result = fold(rows[0][0] if rows else [])
         result.seconds = time.monotonic() - start
         return result
 

@@ -94,41 +94,134 @@ def test_the_batch_query_is_one_stage_without_a_shuffle_or_a_distinct_aggregate(
         assert removed.lower() not in plan.lower(), f"{removed} in the batch plan:\n{plan}"
 
 
-@pytest.mark.parametrize("rows", [50, 5_000], ids=["interpreted", "compiled"])
-def test_a_batch_query_costs_the_engine_one_job_of_one_task(summariser, spark_engine, rows):
-    """What the engine runs per batch, counted by its own REST API: one job, one task, in
-    either execution mode. A later plan that brings back a shuffle or a second pass would
+def typed_batch(rows: int, streams: int = 1):  # type: ignore[no-untyped-def]
+    b = MicroBatch()
+    for seq in range(rows):
+        sid = f"car-{seq % streams:02d}"
+        b.add(seq % 3, seq, sid.encode(), message(sid, seq // streams))
+    return b.to_typed_arrow()[0]
+
+
+# (rows, streams): the local plan; the grouping plan interpreted; the grouping plan compiled
+PLAN_CASES = {"local": (50, 1), "interpreted": (1_500, 40), "compiled": (5_000, 12)}
+
+
+@pytest.mark.parametrize("case", list(PLAN_CASES))
+def test_a_batch_query_costs_the_engine_one_job_of_one_task_or_none(summariser, spark_engine,
+                                                                     case):
+    """What the engine runs per batch, counted by its own REST API: a caught-up replica's
+    small batch no job at all (the local plan), a larger one one job of one task in either
+    execution mode. A later plan that brings back a job, a shuffle or a second pass would
     multiply a caught-up replica's cost at rest (bench/README.md, "The demo at rest")."""
     import json
     import urllib.request
 
     from backend.netutil import wait_until
+    from backend.replica.spark_summary import INTERPRETED_BELOW_ROWS, fits_local_plan
 
     def get(path: str):  # type: ignore[no-untyped-def]
         with urllib.request.urlopen(f"{spark_engine.ui_url}/api/v1/{path}", timeout=10) as r:
             return json.load(r)
 
     [app] = [a["id"] for a in get("applications")]
-    b = MicroBatch()
-    for seq in range(rows):
-        b.add(seq % 3, seq, b"car-01", message("car-01", seq))
-    table, _ = b.to_typed_arrow()
+    rows, streams = PLAN_CASES[case]
+    table = typed_batch(rows, streams)
+    assert fits_local_plan(table) == (case == "local")
+    assert (rows < INTERPRETED_BELOW_ROWS) == (case != "compiled")
     summariser.summarise(table, {"car-01": 10}, typed=True)  # the session's confs set
-    tag = f"batch-cost-{uuid.uuid4().hex[:8]}"  # the engine tags the jobs of what follows
-    summariser.session().addTag(tag)
-    try:
-        summariser.summarise(table, {"car-01": 10}, typed=True)
-    finally:
-        summariser.session().removeTag(tag)
 
-    def finished() -> list[dict]:
-        new = [j for j in get(f"applications/{app}/jobs")
-               if any(tag in t for t in j.get("jobTags", []))]
-        return new if new and all(j["status"] != "RUNNING" for j in new) else []
+    def tagged(tag: str, batch) -> None:  # type: ignore[no-untyped-def]
+        summariser.session().addTag(tag)  # the engine tags the jobs of what follows
+        try:
+            summariser.summarise(batch, {"car-01": 10}, typed=True)
+        finally:
+            summariser.session().removeTag(tag)
 
-    wait_until(finished, timeout=30, what="the batch's job in the engine's status store")
-    jobs = finished()
-    assert [(j["status"], j["numTasks"]) for j in jobs] == [("SUCCEEDED", 1)], jobs
+    def jobs(tag: str) -> list[dict]:
+        return [j for j in get(f"applications/{app}/jobs")
+                if any(tag in t for t in j.get("jobTags", []))]
+
+    run = uuid.uuid4().hex[:8]
+    tagged(f"batch-cost-{run}", table)
+    # then a batch that surely runs a job: once the engine lists it, it lists the first one's
+    tagged(f"barrier-{run}", typed_batch(*PLAN_CASES["compiled"]))
+    wait_until(lambda: jobs(f"barrier-{run}") and all(
+        j["status"] != "RUNNING" for j in jobs(f"barrier-{run}")),
+        timeout=30, what="the barrier batch's job in the engine's status store")
+    expected = [] if case == "local" else [("SUCCEEDED", 1)]
+    assert [(j["status"], j["numTasks"]) for j in jobs(f"batch-cost-{run}")] == expected
+
+
+def test_the_local_plan_is_answered_while_planning(summariser):
+    """The local plan's physical plan is the local relation of its answer: Spark's optimiser
+    evaluated the array functions over the packed row, so no operator is left to run."""
+    from backend.replica.spark_summary import local_plan
+
+    plan = local_plan(summariser.session(), typed_batch(60, 6), {"car-01": 3})._explain_string(
+        mode="formatted")
+    assert "LocalTableScan" in plan, plan
+    for operator in ("HashAggregate", "Generate", "Project", "Exchange", "Filter"):
+        assert operator not in plan, f"{operator} left in the local plan:\n{plan}"
+
+
+@pytest.mark.parametrize("seed,repeats", [(11, True), (12, True), (13, False), (14, False)])
+def test_the_local_plan_gives_the_grouping_plans_numbers(summariser, seed, repeats):
+    """Random batches over partitions, streams and windows, with seqs repeated, skipped and
+    below the last merged one: both plans give the same partials. Sums of a stream's rows
+    in batch order are the same sums exactly where the grouping plan adds in that order too
+    (one level, no repeated seq); with repeated seqs it adds per seq first."""
+    import random
+
+    from backend.contracts.summary import WINDOW_MS
+    from backend.replica.spark_summary import fits_local_plan, seqs_unique
+
+    rng = random.Random(seed)
+    last = {f"car-{i:02d}": rng.choice([-1, 5, 40]) for i in range(8)}
+    pairs = [(sid, seq) for sid in sorted(last) for seq in range(250)]
+    rows = rng.choice([30, 400, 1_800])
+    picked = ([rng.choice(pairs) for _ in range(rows)] if repeats
+              else rng.sample(pairs, rows))
+    b = MicroBatch()
+    for offset, (sid, seq) in enumerate(picked):
+        value = orjson.loads(message(sid, seq))
+        value["ts"] = 1_700_000_000_000 + rng.randrange(0, 3 * WINDOW_MS)
+        value["speed_kmh"] = rng.uniform(0, 250)
+        b.add(int(sid[-2:]) % 4, offset, sid.encode(), orjson.dumps(value))
+    table, _ = b.to_typed_arrow()
+    assert fits_local_plan(table)
+    assert repeats or seqs_unique(table)
+    local = summariser.query_local(table, last)
+    summariser._set_execution(table.num_rows)
+    grouped = summariser.query(table, last, typed=True)
+    assert local.partials and set(local.partials) == set(grouped.partials)
+    assert not local.bad and not grouped.bad
+    exact = seqs_unique(table)
+    for key, mine in local.partials.items():
+        theirs = grouped.partials[key]
+        assert (mine.count, mine.old, mine.new_distinct, mine.min_seq, mine.max_seq,
+                mine.min_ts, mine.max_ts) == (theirs.count, theirs.old, theirs.new_distinct,
+                                             theirs.min_seq, theirs.max_seq, theirs.min_ts,
+                                             theirs.max_ts), key
+        assert set(mine.windows) == set(theirs.windows), key
+        for start, window in mine.windows.items():
+            assert window.count == theirs.windows[start].count, (key, start)
+        for name, stats in mine.fields.items():
+            other = theirs.fields[name]
+            assert (stats.count, stats.min, stats.max) == (other.count, other.min, other.max)
+            if exact:
+                assert (stats.sum, stats.sumsq) == (other.sum, other.sumsq), (key, name)
+            else:
+                assert stats.sum == pytest.approx(other.sum, rel=1e-12), (key, name)
+                assert stats.sumsq == pytest.approx(other.sumsq, rel=1e-12), (key, name)
+
+
+def test_a_small_batch_takes_the_local_plan_and_a_large_one_the_grouping_plan():
+    from backend.replica.spark_summary import LOCAL_PLAN_BUDGET, fits_local_plan
+
+    assert fits_local_plan(typed_batch(60, 12))  # a caught-up replica's batch
+    assert fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET // 10, 10))
+    assert not fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET // 10 + 1, 10))
+    assert not fits_local_plan(typed_batch(2_000, 100))  # a scaled fleet's backlog
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -194,9 +287,10 @@ def test_a_batch_without_repeated_seqs_gets_the_same_numbers_from_one_level(summ
 
 
 def test_small_batches_run_interpreted_large_ones_compiled_with_the_same_numbers(summariser):
-    """The session's execution mode follows the batch size (INTERPRETED_BELOW_ROWS), both
-    ways across the line, and the numbers do not depend on it: each batch is run again in
-    the other mode and must give the same partials."""
+    """The grouping plan's execution mode follows the batch size (INTERPRETED_BELOW_ROWS),
+    both ways across the line, and the numbers do not depend on it: each batch is run again
+    in the other mode and must give the same partials. The raw feed, whose batches always
+    take the grouping plan."""
     import random
 
     from backend.replica.spark_summary import (
@@ -212,8 +306,8 @@ def test_small_batches_run_interpreted_large_ones_compiled_with_the_same_numbers
         for offset in range(rows):
             sid = rng.choice(sorted(last))
             b.add(offset % 3, offset, sid.encode(), message(sid, rng.randrange(0, rows // 2)))
-        table, _ = b.to_typed_arrow()
-        chosen = summariser.summarise(table, last, typed=True)
+        table = b.to_arrow()
+        chosen = summariser.summarise(table, last)
         conf = summariser.session().conf
         mode = "interpreted" if rows < INTERPRETED_BELOW_ROWS else "compiled"
         for key, value in {**SESSION_CONFS, **EXECUTION_CONFS[mode]}.items():
@@ -221,7 +315,7 @@ def test_small_batches_run_interpreted_large_ones_compiled_with_the_same_numbers
         other = "compiled" if mode == "interpreted" else "interpreted"
         for key, value in EXECUTION_CONFS[other].items():
             conf.set(key, value)
-        forced = summariser.query(table, last, typed=True)
+        forced = summariser.query(table, last)
         assert chosen.partials and forced.partials == chosen.partials, rows
         summariser.reset()  # a new session: its settings must come back from scratch
 
