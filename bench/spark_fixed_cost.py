@@ -2,9 +2,9 @@
 
 A caught-up replica sends Spark a batch of tens of rows several times a second, so what a
 query costs regardless of its rows decides how busy a demo's engine is at rest (and so how
-soon a new replica's first batch gets through). This runs the replica's own batch query
-(`aggregate` over `batch_frame`, typed feed) on one engine, the modes interleaved round by
-round so drift hits them alike:
+soon a new replica's first batch gets through). This runs the replica's own batch queries
+(typed feed: the grouping plan, `aggregate` over `batch_frame`, and the local plan,
+`local_plan`) on one engine, the modes interleaved round by round so drift hits them alike:
 
   default      Spark's defaults: adaptive execution on, whole-stage codegen
   compiled     the replica's SESSION_CONFS (adaptive off) + EXECUTION_CONFS["compiled"]
@@ -81,7 +81,8 @@ def typed_table(n: int) -> Any:
 
 
 def set_mode(summariser: SparkSummariser, mode: str) -> None:
-    """Before a mode's timed queries: its session settings ("replica" sets its own)."""
+    """Before a mode's timed queries: its session settings ("replica" sets its own, "local"
+    needs none)."""
     confs = MODES[mode]
     if confs is not None:
         session = summariser.session()
@@ -162,7 +163,7 @@ def main() -> int:
             server.stop()
     base = {r["rows"]: r["engine_cpu_ms"] for r in results if r["mode"] == "default"}
     print(f"load {load_start:.2f} at start, {load.summary()} during; the replica takes the "
-          f"local plan up to {LOCAL_PLAN_BUDGET} rows x streams ({STREAMS} streams here), "
+          f"local plan up to {LOCAL_PLAN_BUDGET} rows x groups ({STREAMS} streams here), "
           f"else goes interpreted below {INTERPRETED_BELOW_ROWS} rows; engine CPU is a mean, "
           f"wall a median")
     print(f"{'rows':>7} {'mode':12} {'wall ms':>8} {'engine CPU ms':>14} {'vs default':>11}")

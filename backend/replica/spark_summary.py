@@ -99,12 +99,12 @@ def reason_column(parsed: Any, key: Any, text: Any, now_ms: int | None = None) -
 
 GROUP_KEYS = ("partition", "sid", "win", "reason", "bad_offset")
 # Below this many rows the grouping plan runs interpreted (`SparkSummariser._set_execution`):
-# the raw feed's batches, and typed ones too large for the local plan. For a batch of tens or
-# hundreds of rows Spark's fixed cost is the work: generating and formatting the Java source
-# of its projections and aggregation (the source is rebuilt per query even when the compiled
-# class is cached) costs more than interpreting the rows. Interpreted is cheaper up to a few
-# thousand rows, about even here, and dearer above (see bench/README.md, "Spark's fixed cost
-# per batch").
+# the raw feed's batches, typed ones too large for the local plan, and all on Spark workers.
+# For a batch of tens or hundreds of rows Spark's fixed cost is the work: generating and
+# formatting the Java source of its projections and aggregation (the source is rebuilt per
+# query even when the compiled class is cached) costs more than interpreting the rows.
+# Interpreted is cheaper up to a few thousand rows, about even here, and dearer above (see
+# bench/README.md, "Spark's fixed cost per batch").
 INTERPRETED_BELOW_ROWS = 2_000
 # Set once per session. The batch query has no exchange (`aggregate`: one task, one stage),
 # so adaptive execution has nothing to re-plan, yet it still runs each query's result stage
@@ -274,19 +274,26 @@ def local_frame(session: Any, table: pa.Table) -> Any:
 
 # The typed batch's columns the local plan reads, `last_seq` (`with_last_seqs`) last.
 LOCAL_COLUMNS = ("partition", "stream_id", "seq", "ts", *NUMERIC_FIELDS, "last_seq")
-# The local plan is for a batch of at most this many rows x streams. Its array functions find
-# each (partition, stream, window)'s rows by a pass over the batch, so its cost grows with
+# The local plan is for a batch of at most this many rows x groups (partition, stream, window).
+# Its array functions find each group's rows by a pass over the batch, so its cost grows with
 # rows times groups, where the grouping plan's grows with rows: the local plan is cheaper for
-# a caught-up replica's tens or hundreds of rows over a dozen streams, and dearer from a few
-# thousand rows over a hundred streams (bench/README.md, "The demo at rest: a batch without
-# a job").
-LOCAL_PLAN_BUDGET = 30_000
+# a caught-up replica's tens or hundreds of rows in a dozen groups, about even at a few
+# hundred thousand rows x groups, and dearer beyond (bench/README.md, "The demo at rest: a
+# batch without a job").
+LOCAL_PLAN_BUDGET = 50_000
 
 
 def fits_local_plan(table: pa.Table) -> bool:
-    """Whether the typed batch `table` is small enough for the local plan (LOCAL_PLAN_BUDGET)."""
-    streams = pc.count_distinct(table.column("stream_id")).as_py()
-    return table.num_rows * max(1, streams) <= LOCAL_PLAN_BUDGET
+    """Whether the typed batch `table` is small enough for the local plan (LOCAL_PLAN_BUDGET):
+    its groups counted in Arrow, once the rows alone leave room for more than one."""
+    rows = table.num_rows
+    if rows > LOCAL_PLAN_BUDGET:
+        return False
+    window = pc.floor(pc.divide(pc.cast(table.column("ts"), pa.float64()), WINDOW_MS))
+    keys = pa.table({"partition": table.column("partition"),
+                     "stream_id": table.column("stream_id"), "window": window})
+    groups = keys.group_by(["partition", "stream_id", "window"]).aggregate([]).num_rows
+    return rows * max(1, groups) <= LOCAL_PLAN_BUDGET
 
 
 @functools.cache
@@ -438,9 +445,14 @@ class SparkSummariser:
             if not port_open(parsed.hostname or "127.0.0.1", parsed.port or 15002, timeout=2.0):
                 raise EngineUnavailable(f"nothing is listening at {url}")
             session = connect(url)  # a few seconds of retries, then the batch fails
-            for key, value in SESSION_CONFS.items():
-                session.conf.set(key, value)
-            master = str(session.conf.get("spark.master", "local[*]"))
+            try:
+                for key, value in SESSION_CONFS.items():
+                    session.conf.set(key, value)
+                master = str(session.conf.get("spark.master", "local[*]"))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    session.stop()
+                raise
             self._on_workers = not master.startswith("local")
             self._session = session
             self._execution = ""
@@ -490,8 +502,7 @@ class SparkSummariser:
                                         b'"lon":0}' % seq)
             table = batch.to_typed_arrow()[0] if typed else batch.to_arrow()
             if grouping:  # by size alone the one-stream batch would take the local plan
-                self._set_execution(table.num_rows)
-                self.query(table, {"w": -1}, typed=typed)
+                self.query_grouped(table, {"w": -1}, typed=typed)
             else:
                 self.summarise(table, {"w": -1}, typed=typed)
         self.warm = True
@@ -509,6 +520,11 @@ class SparkSummariser:
         none."""
         if typed and fits_local_plan(table) and not self._workers():
             return self.query_local(table, last_seqs)
+        return self.query_grouped(table, last_seqs, typed)
+
+    def query_grouped(self, table: pa.Table, last_seqs: dict[str, int],
+                      typed: bool = False) -> BatchResult:
+        """The grouping plan in the execution mode for the batch's size."""
         try:
             self._set_execution(table.num_rows)
         except Exception:

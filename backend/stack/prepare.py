@@ -104,7 +104,9 @@ def reader_class_archive(progress: Callable[[str], None] = print,
 def train_engine(remote: str) -> None:
     """Every query a replica or `up` sends a fresh engine: the readiness probe (here with a
     grouped warm-up query as well, a superset), and each batch plan (raw and typed feeds;
-    unique, repeated and two-row batches), so the classes all of them load are recorded."""
+    unique and repeated batches by the grouping plan, two-row batches by the local plan for
+    the typed feed and the interpreted grouping plan for the raw one), so the classes all of
+    them load are recorded."""
     from backend.replica.spark_summary import SparkSummariser
     from backend.sparkclient.session import check_engine
 

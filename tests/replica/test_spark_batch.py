@@ -94,11 +94,17 @@ def test_the_batch_query_is_one_stage_without_a_shuffle_or_a_distinct_aggregate(
         assert removed.lower() not in plan.lower(), f"{removed} in the batch plan:\n{plan}"
 
 
-def typed_batch(rows: int, streams: int = 1):  # type: ignore[no-untyped-def]
+def typed_batch(rows: int, streams: int = 1, windows: int = 1):  # type: ignore[no-untyped-def]
+    """`rows` records over `streams` streams (each on one partition) and `windows` windows:
+    streams x windows groups once there are that many rows."""
+    from backend.contracts.summary import WINDOW_MS
+
     b = MicroBatch()
-    for seq in range(rows):
-        sid = f"car-{seq % streams:02d}"
-        b.add(seq % 3, seq, sid.encode(), message(sid, seq // streams))
+    for offset in range(rows):
+        n, seq = offset % streams, offset // streams
+        sid = f"car-{n:02d}"
+        ts = 1_700_000_000_000 + (seq % windows) * WINDOW_MS
+        b.add(n % 3, offset, sid.encode(), message(sid, seq, ts))
     return b.to_typed_arrow()[0]
 
 
@@ -166,19 +172,22 @@ def test_the_local_plan_is_answered_while_planning(summariser):
 
 @pytest.mark.parametrize("seed,repeats", [(11, True), (12, True), (13, False), (14, False)])
 def test_the_local_plan_gives_the_grouping_plans_numbers(summariser, seed, repeats):
-    """Random batches over partitions, streams and windows, with seqs repeated, skipped and
-    below the last merged one: both plans give the same partials. Sums of a stream's rows
-    in batch order are the same sums exactly where the grouping plan adds in that order too
-    (one level, no repeated seq); with repeated seqs it adds per seq first."""
+    """Random batches with streams on several partitions and windows, one stream never merged
+    before, and seqs repeated, skipped and below the last merged one: both plans give the
+    same partials. A window's sums add its rows in batch order in both plans where the
+    grouping plan has one level (no repeated seq), so they are equal exactly; with repeated
+    seqs it adds per seq first. A stream's sums add its windows in the order each plan
+    returns them, so they are equal to rounding."""
     import random
 
     from backend.contracts.summary import WINDOW_MS
     from backend.replica.spark_summary import fits_local_plan, seqs_unique
 
     rng = random.Random(seed)
-    last = {f"car-{i:02d}": rng.choice([-1, 5, 40]) for i in range(8)}
-    pairs = [(sid, seq) for sid in sorted(last) for seq in range(250)]
-    rows = rng.choice([30, 400, 1_800])
+    last = {f"car-{i:02d}": rng.choice([-1, 5, 40]) for i in range(5)}
+    streams = [*sorted(last), "car-99"]  # car-99: not in `last`, so every seq is new
+    pairs = [(sid, seq) for sid in streams for seq in range(250)]
+    rows = rng.choice([30, 300, 900])
     picked = ([rng.choice(pairs) for _ in range(rows)] if repeats
               else rng.sample(pairs, rows))
     b = MicroBatch()
@@ -186,33 +195,40 @@ def test_the_local_plan_gives_the_grouping_plans_numbers(summariser, seed, repea
         value = orjson.loads(message(sid, seq))
         value["ts"] = 1_700_000_000_000 + rng.randrange(0, 3 * WINDOW_MS)
         value["speed_kmh"] = rng.uniform(0, 250)
-        b.add(int(sid[-2:]) % 4, offset, sid.encode(), orjson.dumps(value))
+        b.add(rng.randrange(2), offset, sid.encode(), orjson.dumps(value))
     table, _ = b.to_typed_arrow()
     assert fits_local_plan(table)
     assert repeats or seqs_unique(table)
     local = summariser.query_local(table, last)
-    summariser._set_execution(table.num_rows)
-    grouped = summariser.query(table, last, typed=True)
+    grouped = summariser.query_grouped(table, last, typed=True)
     assert local.partials and set(local.partials) == set(grouped.partials)
+    assert {sid for _, sid in local.partials} == set(streams)
     assert not local.bad and not grouped.bad
     exact = seqs_unique(table)
+
+    def same_stats(mine, theirs, where, exactly: bool) -> None:  # type: ignore[no-untyped-def]
+        for name, stats in mine.items():
+            other = theirs[name]
+            assert (stats.count, stats.min, stats.max) == (other.count, other.min,
+                                                           other.max), (where, name)
+            if exactly:
+                assert (stats.sum, stats.sumsq) == (other.sum, other.sumsq), (where, name)
+            else:
+                assert stats.sum == pytest.approx(other.sum, rel=1e-12), (where, name)
+                assert stats.sumsq == pytest.approx(other.sumsq, rel=1e-12), (where, name)
+
     for key, mine in local.partials.items():
         theirs = grouped.partials[key]
         assert (mine.count, mine.old, mine.new_distinct, mine.min_seq, mine.max_seq,
                 mine.min_ts, mine.max_ts) == (theirs.count, theirs.old, theirs.new_distinct,
                                              theirs.min_seq, theirs.max_seq, theirs.min_ts,
                                              theirs.max_ts), key
+        same_stats(mine.fields, theirs.fields, key, exactly=False)
         assert set(mine.windows) == set(theirs.windows), key
         for start, window in mine.windows.items():
             assert window.count == theirs.windows[start].count, (key, start)
-        for name, stats in mine.fields.items():
-            other = theirs.fields[name]
-            assert (stats.count, stats.min, stats.max) == (other.count, other.min, other.max)
-            if exact:
-                assert (stats.sum, stats.sumsq) == (other.sum, other.sumsq), (key, name)
-            else:
-                assert stats.sum == pytest.approx(other.sum, rel=1e-12), (key, name)
-                assert stats.sumsq == pytest.approx(other.sumsq, rel=1e-12), (key, name)
+            same_stats(window.fields, theirs.windows[start].fields, (key, start),
+                       exactly=exact)
 
 
 def test_a_small_batch_takes_the_local_plan_and_a_large_one_the_grouping_plan():
@@ -221,13 +237,18 @@ def test_a_small_batch_takes_the_local_plan_and_a_large_one_the_grouping_plan():
     assert fits_local_plan(typed_batch(60, 12))  # a caught-up replica's batch
     assert fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET // 10, 10))
     assert not fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET // 10 + 1, 10))
+    # groups are (partition, stream, window): one stream's many windows count
+    assert fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET // 10, 1, windows=10))
+    assert not fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET // 10, 1, windows=11))
+    assert not fits_local_plan(typed_batch(LOCAL_PLAN_BUDGET + 1))  # the rows alone
     assert not fits_local_plan(typed_batch(2_000, 100))  # a scaled fleet's backlog
 
 
+@pytest.mark.parametrize("plan", ["local", "grouping"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_duplicates_gaps_and_replays_are_counted_exactly(summariser, seed):
+def test_duplicates_gaps_and_replays_are_counted_exactly(summariser, seed, plan):
     """Random seqs per stream -- repeated, skipped, below the last merged one -- against a
-    plain Python count of the same rows."""
+    plain Python count of the same rows, by either plan."""
     import random
 
     from backend.contracts.summary import WINDOW_MS
@@ -245,7 +266,8 @@ def test_duplicates_gaps_and_replays_are_counted_exactly(summariser, seed):
         b.add(0, offset, sid.encode(), orjson.dumps(value))
         rows.append((sid, seq, ts))
     table, _ = b.to_typed_arrow()
-    result = summariser.summarise(table, last, typed=True)
+    result = (summariser.query_local(table, last) if plan == "local"
+              else summariser.query_grouped(table, last, typed=True))
     for sid, known in last.items():
         mine = [(seq, ts) for s, seq, ts in rows if s == sid]
         part = result.partials[(0, sid)]
