@@ -7,8 +7,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -127,6 +128,29 @@ def lanes(page) -> list[dict]:
 def button(page, key: str):
     # a fragment rerun can briefly show the old and the new copy of a widget
     return page.locator(f".st-key-{key} button").first
+
+
+def press_until(page, key: str, done: Callable[[], object], timeout: float, what: str,
+                shown: Callable[[], str] = lambda: "", again_s: float = 20.0) -> None:
+    """Click the button `key`, and again every `again_s` until `done()` holds. `done` must
+    see the action received (not only finished) unless the action is safe to repeat, like
+    a preview, which changes nothing.
+
+    On a loaded machine a click on a page with a live fragment was once lost: the button's
+    rerun never reached the app (its log had no such action). A user clicks again, and so
+    does this. A timeout says what `shown()` read on the page, so a failure names what the
+    page said."""
+    deadline = time.monotonic() + timeout
+    while True:
+        button(page, key).click(timeout=10_000)
+        try:
+            wait_until(done, max(0.5, min(again_s, deadline - time.monotonic())), what=what)
+            return
+        except TimeoutError as exc:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{exc}; the page shows: {shown()!r}") from None
+            print(f"{key}: no {what} after {again_s:.0f} s, clicking again; the page shows: "
+                  f"{shown()[:300]!r}")
 
 
 def choose(page, key: str, option: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
-from tests.dashboard.browser import button, choose, supervisor, web_server
+from tests.dashboard.browser import button, choose, press_until, supervisor, web_server
 
 TABLE_JS = """
 key => {
@@ -93,15 +93,19 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
 
             # the presenter's replay: a preview per partition and per car, then applied
             page.locator(".st-key-replay summary").first.click()
-            button(page, "rp_preview").click()
             tables = page.locator(".st-key-replay [data-testid='stDataFrame']")
-            wait_until(lambda: tables.count() == 2  # per partition, per car
-                       and "records, skips" in _text(page, "replay"), 60,
-                       what="the replay's preview")
+            press_until(page, "rp_preview", lambda: tables.count() == 2  # per partition, car
+                        and "records, skips" in _text(page, "replay"), 60,
+                        what="the replay's preview", shown=lambda: _text(page, "replay"))
             _shot(page, artifacts_dir, "replay-preview")
             before = len(control.status().running)
-            button(page, "rp_apply").click()
-            page.get_by_text("replay: moved to earliest:").first.wait_for(timeout=120_000)
+            moved = page.get_by_text("replay: moved to earliest:")
+            # the apply has begun once the replicas stop (or it is already done); a lost
+            # click is clicked again, a received one never is
+            press_until(page, "rp_apply", lambda: moved.count() > 0
+                        or len(control.status().running) < before, 60,
+                        what="the replay under way", shown=lambda: _text(page, "replay"))
+            moved.first.wait_for(timeout=120_000)
             wait_until(lambda: len(control.status().running) == before, 30,
                        what=f"{before} consumer replicas running again")
         finally:
