@@ -547,27 +547,28 @@ class SparkSummariser:
               typed: bool = False) -> BatchResult:
         """The grouping plan in the session's current execution mode (`summarise` picks
         it; bench/spark_fixed_cost.py sets it and calls this)."""
+        def rows(session: Any) -> list[Any]:
+            frame = batch_frame(session, table, last_seqs, typed)
+            unique = typed and seqs_unique(table)  # the raw feed's seqs are parsed in Spark
+            return aggregate(frame, validated=typed, unique=unique).collect()
+
+        return self._folded(rows)
+
+    def query_local(self, table: pa.Table, last_seqs: dict[str, int]) -> BatchResult:
+        """The local plan over the typed batch `table` (`summarise` picks it): its one row's
+        one cell holds the result rows."""
+        return self._folded(lambda session: local_plan(session, table, last_seqs).collect()[0][0])
+
+    def _folded(self, result_rows: Callable[[Any], list[Any]]) -> BatchResult:
+        """`result_rows(session)` folded into a BatchResult and timed; a failure drops the
+        session, so the next batch reconnects."""
         start = time.monotonic()
         try:
-            frame = batch_frame(self.session(), table, last_seqs, typed)
-            unique = typed and seqs_unique(table)  # the raw feed's seqs are parsed in Spark
-            rows = aggregate(frame, validated=typed, unique=unique).collect()
+            rows = result_rows(self.session())
         except Exception:
             self.reset()
             raise
         result = fold(rows)
-        result.seconds = time.monotonic() - start
-        return result
-
-    def query_local(self, table: pa.Table, last_seqs: dict[str, int]) -> BatchResult:
-        """The local plan over the typed batch `table` (`summarise` picks it)."""
-        start = time.monotonic()
-        try:
-            rows = local_plan(self.session(), table, last_seqs).collect()
-        except Exception:
-            self.reset()
-            raise
-        result = fold(rows[0][0] if rows else [])
         result.seconds = time.monotonic() - start
         return result
 
