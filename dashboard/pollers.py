@@ -314,23 +314,38 @@ def _queue_poller(target: object, share_group: str, interval_s: float) -> Poller
     return Poller(f"queue:{share_group}", probe, interval_s)
 
 
+BROKERS_TIMEOUT_S = 5.0  # a loaded laptop (seven JVMs on 2 cores) can take seconds to answer
+
+
+def supervisor_brokers(data_dir: str) -> tuple:
+    """The nodes the supervisor running from `data_dir` runs (`GET /brokers`); an empty
+    tuple when no supervisor runs there (`web` alone) or it runs none (its 409: the stack
+    reads an external cluster). Any other failure raises: the buttons' absence then has a
+    reason to show."""
+    from pathlib import Path
+
+    from backend.supervisor.client import ControlClient, ControlError
+
+    try:
+        client = ControlClient.discover(Path(data_dir), timeout=BROKERS_TIMEOUT_S)
+    except ControlError:
+        return ()
+    try:
+        return tuple(client.brokers().brokers)
+    except ControlError as exc:
+        if exc.status == 409:
+            return ()
+        raise
+
+
 def broker_poller(data_dir: str, interval_s: float = 1.0) -> Poller:
-    """The brokers the supervisor runs (its broker control routes), for the broker buttons;
-    an empty list from a supervisor that runs none."""
+    """`supervisor_brokers`, polled for the broker buttons."""
     return _broker_poller(data_dir, interval_s)
 
 
 @_cached
 def _broker_poller(data_dir: str, interval_s: float) -> Poller:
-    from pathlib import Path
-
-    def probe():
-        from backend.supervisor.client import ControlClient
-
-        client = ControlClient.discover(Path(data_dir), timeout=2.0)
-        return client.brokers().brokers
-
-    return Poller(f"brokers:{data_dir}", probe, interval_s)
+    return Poller(f"brokers:{data_dir}", lambda: supervisor_brokers(data_dir), interval_s)
 
 
 # ---- the cluster overview (every group) ----------------------------------------------------

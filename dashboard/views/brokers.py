@@ -44,15 +44,38 @@ class BrokerControls:
     managed: frozenset[int]
 
 
-def broker_controls(ctx: ViewContext) -> BrokerControls | None:
-    """None when this session gets no broker button at all: a viewer, a read-only page,
-    another cluster, or no supervisor answering with brokers of its own to run."""
+def _brokers_reading(ctx: ViewContext) -> Reading | None:
+    """The supervisor's brokers, for a presenter's session on the stack's own cluster only."""
     if ctx.read_only or ctx.watching or presenter.session_role() is not Role.PRESENTER:
         return None
-    reading: Reading | None = broker_poller(str(data_dir())).latest(wait_s=2.0)
-    if reading is None or not reading.ok or not reading.value:
-        return None
-    return BrokerControls(frozenset(managed_ids(reading.value)))
+    return broker_poller(str(data_dir())).latest(wait_s=2.0)
+
+
+def broker_controls(ctx: ViewContext) -> BrokerControls | None:
+    """None when this session gets no broker button at all: a viewer, a read-only page,
+    another cluster, or no supervisor that has answered with brokers of its own to run."""
+    reading = _brokers_reading(ctx)
+    managed = None if reading is None else managed_in(reading)
+    return None if managed is None else BrokerControls(managed)
+
+
+def managed_in(reading: Reading) -> frozenset[int] | None:
+    """The ids the buttons act on, from the brokers poller's reading. A probe that failed
+    after a good one keeps them: the nodes a stack runs do not change, and a slow answer on
+    a loaded laptop must not make the buttons flicker away."""
+    nodes = reading.value if reading.ok else reading.last_ok
+    return frozenset(managed_ids(nodes)) if nodes else None
+
+
+def unavailable_reason(reading: Reading) -> str | None:
+    """Why a presenter has no broker button when the supervisor could not say which brokers
+    it runs (never when it runs none): shown, so the buttons are not silently absent."""
+    return None if reading.ok or reading.last_ok else reading.error
+
+
+def controls_unavailable(ctx: ViewContext) -> str | None:
+    reading = _brokers_reading(ctx)
+    return None if reading is None else unavailable_reason(reading)
 
 
 def managed_ids(brokers: Sequence[BrokerNode]) -> list[int]:
@@ -159,6 +182,9 @@ def status_section(ctx: ViewContext, cluster: Reading | None) -> None:
     with st.container(border=True, key="brokers-status"):
         if cluster is not None and not cluster.ok and views:
             st.caption("From the last successful check.")
+        if controls is None and (why := controls_unavailable(ctx)):
+            st.caption(f"No Kill, Stop or Start buttons yet: the supervisor did not say "
+                       f"which brokers it runs ({why}); asking again every second.")
         draw_brokers(views, int(getattr(overview, "under_replicated", 0)),
                      int(getattr(overview, "offline_partitions", 0)),
                      "partitions of every topic, internal ones included", controls,

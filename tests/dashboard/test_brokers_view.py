@@ -12,8 +12,9 @@ from backend.contracts.control import BrokerNode
 from dashboard import live_model as lm
 from dashboard.figures import leadership_figure
 from dashboard.panels import broker_card_html, brokers_html, kafka_text, lanes_html
+from dashboard.pollers import Reading
 from dashboard.theme import BROKER_PALETTE, broker_colour
-from dashboard.views.brokers import managed_ids, with_managed
+from dashboard.views.brokers import managed_ids, managed_in, unavailable_reason, with_managed
 
 UP3 = (BrokerView(1, "h:1", True, 2, 6), BrokerView(2, "h:2", True, 2, 6),
        BrokerView(3, "h:3", True, 2, 6))
@@ -125,6 +126,25 @@ def test_brokers_the_supervisor_runs_stay_listed_when_kafka_forgets_them():
     nodes = [BrokerNode(id=i, port=9092 + i, controller_port=None, pid=None, alive=i == 1,
                         controller=False) for i in (1, 3)]
     assert managed_ids(nodes) == [1, 3]
+
+
+def _node(i: int) -> BrokerNode:
+    return BrokerNode(id=i, port=9092 + i, controller_port=None, pid=None, alive=True,
+                      controller=False)
+
+
+def test_broker_buttons_survive_a_failed_probe_and_say_why_when_there_never_was_an_answer():
+    nodes = (_node(1), _node(2))
+    good = Reading(nodes, None, 0.0, 0.1, nodes)
+    slow = Reading(None, "supervisor at http://x not reachable: timed out", 0.0, 5.0, nodes)
+    never = Reading(None, "supervisor at http://x not reachable: timed out", 0.0, 5.0, None)
+    none_run = Reading((), None, 0.0, 0.1, ())  # an external cluster, or no supervisor here
+
+    assert managed_in(good) == managed_in(slow) == frozenset({1, 2})
+    assert managed_in(never) is None and managed_in(none_run) is None
+    assert unavailable_reason(good) is None and unavailable_reason(slow) is None
+    assert unavailable_reason(none_run) is None
+    assert unavailable_reason(never) == "supervisor at http://x not reachable: timed out"
 
 
 def test_leadership_figure_follows_leaders_and_marks_brokers_down_and_up():

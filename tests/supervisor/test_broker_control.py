@@ -90,6 +90,9 @@ def test_the_control_api_kills_stops_and_starts_the_stacks_kafka_nodes(
     listed = client.brokers()
     assert [(n.id, n.alive, n.controller) for n in listed.brokers] == [
         (1, True, True), (2, True, True), (3, True, True)]
+    from dashboard.pollers import supervisor_brokers  # what the broker buttons act on
+
+    assert [n.id for n in supervisor_brokers(str(backend_beside.data_dir))] == [1, 2, 3]
     assert listed.quorum_leader in (1, 2, 3)
     pid2 = next(n.pid for n in listed.brokers if n.id == 2)
 
@@ -140,3 +143,9 @@ def test_a_stack_without_its_own_kafka_refuses_broker_controls(backend_factory) 
         assert refused.value.status == 409
         assert "runs no Kafka of its own" in str(refused.value)
         assert "\n" not in str(refused.value)
+    # the dashboard's probe reads that refusal, like a data dir no supervisor runs from,
+    # as "no broker to control", not as an error to show
+    from dashboard.pollers import supervisor_brokers
+
+    assert supervisor_brokers(str(b.data_dir)) == ()
+    assert supervisor_brokers(str(b.data_dir / "nobody-here")) == ()
