@@ -103,8 +103,10 @@ def test_share_replicas_beyond_the_partitions_all_work_out_of_order_and_lose_not
         proxy.cut()
         fleet.wait(lambda: fleet.output("alice").count("acquired") > taken, 60,
                    "alice holding records she cannot summarise")
-        fleet.wait(lambda: events.of("redelivered"), 60,
-                   "alice's records handed to another after the lock time")
+        # alice still polls while cut off and releases what she cannot summarise, so she
+        # may be handed some records back herself: wait for the others to get some
+        fleet.wait(lambda: [e for e in events.of("redelivered") if e["replica"] in names[1:]],
+                   60, "alice's records handed to another after the lock time")
     finally:
         produced = producer.stop()
         proxy.close()
@@ -116,7 +118,7 @@ def test_share_replicas_beyond_the_partitions_all_work_out_of_order_and_lose_not
     workers = {r for s in summaries.values() for r, n in s.replicas.items() if n > 0}
     assert workers == set(names)
     assert sum(s.out_of_order for s in summaries.values()) > 0
-    assert {e["replica"] for e in events.of("redelivered")} <= {"bruno", "chen"}
+    assert {e["replica"] for e in events.of("redelivered")} & {"bruno", "chen"}
     # the sharers' heartbeats say how fast they accept and how many records they hold
     beats = [e for e in events.of("heartbeat") if e["replica"] in names[1:]]
     assert any(float(e["rate"]) > 0 and float(e["in_flight"]) > 0 for e in beats)
