@@ -3,6 +3,14 @@
 The changelog (key = stream_id, partition = the input partition) is the replica's durable
 state: a replica that dies loses nothing, because whoever gets its partitions reads their
 changelog partitions to the end before processing a single input record.
+
+At-least-once has no fence against a former owner: its write, queued while a broker was
+away, can land after the new owner's. Two things keep such a stale summary out of the state.
+The writer bounds how long a write may wait for delivery (runner's CHANGELOG_DELIVERY_MS,
+below any session timeout), and a restore keeps, per stream, the summary that has counted
+the most records (`further_along`): along one history a summary only ever grows, and the
+new owner's history started from what the old one had committed, so the summary with more
+records counted is the newer. A tombstone ends a history: what follows it starts again.
 """
 
 from __future__ import annotations
@@ -36,6 +44,12 @@ class RestoreTimeout(RuntimeError):
 # errors a consumer reports while a broker is away, which it recovers from by itself
 _PASSING = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
             KafkaError._DESTROY_BROKER)
+
+
+def further_along(kept: Summary | None, candidate: Summary) -> bool:
+    """Whether a restore should take `candidate` over the `kept` summary of its stream: it
+    has counted at least as many records (a tie goes to the later write)."""
+    return kept is None or candidate.count >= kept.count
 
 
 class StateStore:
@@ -122,6 +136,7 @@ class StateStore:
             self.open()
         probe, consumer = self._probe, self._reader
         assert probe is not None and consumer is not None
+        self.drop(parts)  # the changelog is the truth: `further_along` compares within it
         deadline = time.monotonic() + timeout
         targets: dict[int, int] = {}
         for p in parts:
@@ -156,7 +171,14 @@ class StateStore:
                         self.summaries.pop(msg.key().decode(), None)
                         continue
                     summary = Summary.from_dict(orjson.loads(msg.value()))
-                    self.summaries[summary.stream_id] = summary
+                    kept = self.summaries.get(summary.stream_id)
+                    if further_along(kept, summary):
+                        self.summaries[summary.stream_id] = summary
+                    else:
+                        log.warning("changelog %s[%d] offset %d: a stale summary of %s "
+                                    "(%d records, %d kept) written by %s; not restored",
+                                    self.changelog, p, msg.offset(), summary.stream_id,
+                                    summary.count, kept.count if kept else 0, summary.replica)
                     found.add(summary.stream_id)
                     if p in targets and msg.offset() + 1 >= targets[p]:
                         del targets[p]
