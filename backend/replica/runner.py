@@ -58,7 +58,13 @@ from backend.proc import StopSignals, seconds_since_start
 from backend.replica.batch import BatchSizing, MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked
 from backend.replica.deadletter import DeadLetter
-from backend.replica.membership import GroupChoice, PauseBook, RateGate, Rebalancer
+from backend.replica.membership import (
+    SESSION_TIMEOUT_MS,
+    GroupChoice,
+    PauseBook,
+    RateGate,
+    Rebalancer,
+)
 from backend.replica.spark_summary import SparkSummariser
 from backend.replica.state import StateStore
 
@@ -67,6 +73,9 @@ log = logging.getLogger("groupscope.replica")
 HEARTBEAT_S = 2.0
 AUTO_COMMIT_MS = 5000  # librdkafka's default, as `enable.auto.commit` tutorials leave it
 BACKOFF_MAX_S = 10.0
+# how long an at-least-once changelog write may wait for delivery before it fails: well
+# inside the session timeout, so it cannot land after the group has moved its partitions
+CHANGELOG_DELIVERY_MS = SESSION_TIMEOUT_MS * 2 // 3
 # an error event's text: one line, short, since every reader of the events topic gets it
 EVENT_ERROR_CHARS = 300
 
@@ -153,6 +162,12 @@ class Replica:
         if cfg.exactly_once:
             pconf["transactional.id"] = f"groupscope-{cfg.group}-{cfg.name}"
             pconf["transaction.timeout.ms"] = 10_000
+        else:
+            # Nothing fences a former owner's write (see backend/replica/state.py): one
+            # queued while a broker is away must fail before the group can give the
+            # partitions to another member, not land after that member's newer summaries.
+            pconf["message.timeout.ms"] = CHANGELOG_DELIVERY_MS
+            pconf["request.timeout.ms"] = CHANGELOG_DELIVERY_MS
         self.producer = Producer(self.settings.client_config(**pconf))
         if cfg.exactly_once:
             self.producer.init_transactions(30)
@@ -534,7 +549,7 @@ class Replica:
                         offsets, self.consumer.consumer_group_metadata(), 30)
                 self.producer.commit_transaction(30)
             else:
-                remaining = self.producer.flush(30)
+                remaining = self.producer.flush(CHANGELOG_DELIVERY_MS / 1000.0 + 1.0)
                 if remaining or errors:
                     raise KafkaException(f"changelog write not acknowledged: {errors[:1]}")
                 if offsets:
