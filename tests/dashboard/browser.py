@@ -71,11 +71,30 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
                 viewport={"width": viewport[0], "height": viewport[1]})
             try:
                 page = ctx.pages[0] if ctx.pages else ctx.new_page()
-                yield page
+                try:
+                    yield page
+                except BaseException:
+                    _print_page(page)
+                    raise
             finally:
                 ctx.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+PAGE_TEXT_SHOWN = 6000  # characters of a failed test's page printed, from its top
+
+
+def _print_page(page) -> None:
+    """What a page showed when a test failed with it open, into the test's captured output:
+    CI keeps only pytest's report, and "waited 60 s for X" says nothing of what was there
+    instead (an exception box, a spinner, an older run's elements)."""
+    try:
+        text = page.inner_text("body", timeout=5_000)
+    except Exception as exc:  # a closed or crashed page: say so and let the failure stand
+        print(f"the page at {page.url} could not be read: {exc}")
+        return
+    print(f"the page at {page.url} showed:\n{text[:PAGE_TEXT_SHOWN]}")
 
 
 @contextmanager
