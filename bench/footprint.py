@@ -150,13 +150,18 @@ class UpRun:
                 out[name] = out.get(name, 0.0) + t.user + t.system
         return out
 
-    def jit_seconds(self, role: str) -> float:
-        """CPU seconds the JIT compiler threads (C1, C2) of `role`'s JVMs have used so far:
-        how much of an engine's rest is still compiling Spark's code."""
+    def jit_threads(self, role: str) -> dict[tuple[int, int], float]:
+        """CPU seconds each live JIT compiler thread (C1, C2) of `role`'s JVMs has used so
+        far, by (pid, tid): how much of an engine's rest is still compiling Spark's code.
+
+        By thread, not summed: HotSpot starts and ends compiler threads as its queue grows
+        and shrinks, and a sum over the live ones drops whatever an ended thread had used,
+        which once made a window's share negative (`jit_seconds_between`)."""
         from backend.stack.soak import all_processes, classify
 
         assert self.proc is not None
-        total = 0
+        out: dict[tuple[int, int], float] = {}
+        tick = os.sysconf("SC_CLK_TCK")
         for (pid, _start), name in classify(self.proc.pid, all_processes()).items():
             if name.split("@")[0] != role:
                 continue
@@ -166,8 +171,8 @@ class UpRun:
                         stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
                         if re.match(r"C\d CompilerThre", stat[stat.index("(") + 1:]):
                             fields = stat[stat.rindex(")") + 2:].split()
-                            total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / os.sysconf("SC_CLK_TCK")
+                            out[(pid, int(task))] = (int(fields[11]) + int(fields[12])) / tick
+        return out
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM to `up` (it stops its children in order), then SIGKILL for what is left."""
@@ -274,6 +279,14 @@ def browser_cpu_seconds() -> float:
     return total
 
 
+def jit_seconds_between(before: dict[tuple[int, int], float],
+                        after: dict[tuple[int, int], float]) -> float:
+    """Compiler CPU used between two `jit_threads` readings: each thread alive at the end
+    counts from its first reading (from zero if it started since). A thread that ended in
+    between is missed, so this errs low, never below zero."""
+    return sum(max(0.0, t - before.get(key, 0.0)) for key, t in after.items())
+
+
 def at_rest(up: UpRun, settings: Any, group: str, topic: str, window: float,
             browser: bool) -> dict[str, Any]:
     """Each role's share of one core over `window` s, the records produced meanwhile, and
@@ -283,17 +296,17 @@ def at_rest(up: UpRun, settings: Any, group: str, topic: str, window: float,
         return committed_and_end(settings, group, topic, PARTITIONS)[1]
 
     cpu0, n0, b0, j0, t0 = (up.cpu_seconds(), produced(),
-                            browser_cpu_seconds(), up.jit_seconds("spark"), time.monotonic())
+                            browser_cpu_seconds(), up.jit_threads("spark"), time.monotonic())
     time.sleep(window)
     cpu1, n1, b1, j1, dt = (up.cpu_seconds(), produced(),
-                            browser_cpu_seconds(), up.jit_seconds("spark"),
+                            browser_cpu_seconds(), up.jit_threads("spark"),
                             time.monotonic() - t0)
     pct = {role: round((cpu1[role] - cpu0[role]) / dt * 100, 1)
            for role in sorted(cpu1) if role in cpu0}
     used = sum(cpu1[r] - cpu0[r] for r in cpu1 if r in cpu0)
     out: dict[str, Any] = {"window_s": round(dt, 1), "records": n1 - n0,
                            "cpu_pct": pct, "stack_pct": round(used / dt * 100, 1),
-                           "spark_jit_pct": round((j1 - j0) / dt * 100, 1),
+                           "spark_jit_pct": round(jit_seconds_between(j0, j1) / dt * 100, 1),
                            "cpu_ms_per_record": round(used * 1000 / max(1, n1 - n0), 3),
                            "load1": round(os.getloadavg()[0], 2)}
     if browser:

@@ -76,3 +76,16 @@ def test_footprint_tiny(tmp_path, stack):
     assert 0 <= rest["spark_jit_pct"] <= rest["cpu_pct"]["spark"], rest
     assert run["stop"]["survivors"] == [], run["stop"]
     assert run["stop"]["up_exit"] is not None
+
+
+@pytest.mark.parametrize(("before", "after", "seconds"), [
+    ({(1, 10): 2.0}, {(1, 10): 2.5}, 0.5),  # one thread, running on
+    ({(1, 10): 2.0, (1, 11): 9.0}, {(1, 10): 2.5}, 0.5),  # the busier one ended: missed
+    ({(1, 10): 2.0}, {(1, 10): 2.0, (1, 12): 0.3}, 0.3),  # one started since: all of it
+    ({(1, 10): 2.0}, {(2, 10): 1.0}, 1.0),  # a new JVM reusing the tid
+    ({}, {}, 0.0),
+])
+def test_jit_share_counts_threads_that_come_and_go_never_below_zero(before, after, seconds):
+    from bench.footprint import jit_seconds_between
+
+    assert jit_seconds_between(before, after) == pytest.approx(seconds)
