@@ -15,10 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from backend.errors import one_line
 from backend.observer.observer import DASHBOARD_INTERVAL_S
+
+if TYPE_CHECKING:
+    from backend.contracts.control import BrokerNode
 
 T = TypeVar("T")
 
@@ -317,7 +320,7 @@ def _queue_poller(target: object, share_group: str, interval_s: float) -> Poller
 BROKERS_TIMEOUT_S = 5.0  # a loaded laptop (seven JVMs on 2 cores) can take seconds to answer
 
 
-def supervisor_brokers(data_dir: str) -> tuple:
+def supervisor_brokers(data_dir: str) -> tuple[BrokerNode, ...]:
     """The nodes the supervisor running from `data_dir` runs (`GET /brokers`); an empty
     tuple when no supervisor runs there (`web` alone) or it runs none (its 409: the stack
     reads an external cluster). Any other failure raises: the buttons' absence then has a

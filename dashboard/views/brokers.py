@@ -54,7 +54,11 @@ def _brokers_reading(ctx: ViewContext) -> Reading | None:
 def broker_controls(ctx: ViewContext) -> BrokerControls | None:
     """None when this session gets no broker button at all: a viewer, a read-only page,
     another cluster, or no supervisor that has answered with brokers of its own to run."""
-    reading = _brokers_reading(ctx)
+    return controls_in(_brokers_reading(ctx))
+
+
+def controls_in(reading: Reading | None) -> BrokerControls | None:
+    """`broker_controls` from a reading already taken (None: this session gets none)."""
     managed = None if reading is None else managed_in(reading)
     return None if managed is None else BrokerControls(managed)
 
@@ -71,11 +75,6 @@ def unavailable_reason(reading: Reading) -> str | None:
     """Why a presenter has no broker button when the supervisor could not say which brokers
     it runs (never when it runs none): shown, so the buttons are not silently absent."""
     return None if reading.ok or reading.last_ok else reading.error
-
-
-def controls_unavailable(ctx: ViewContext) -> str | None:
-    reading = _brokers_reading(ctx)
-    return None if reading is None else unavailable_reason(reading)
 
 
 def managed_ids(brokers: Sequence[BrokerNode]) -> list[int]:
@@ -176,13 +175,14 @@ def status_section(ctx: ViewContext, cluster: Reading | None) -> None:
     fragment."""
     overview = None if cluster is None else (cluster.value if cluster.ok else cluster.last_ok)
     views = tuple(getattr(overview, "broker_views", ()) or ())
-    controls = broker_controls(ctx)
+    reading = _brokers_reading(ctx)  # read once: the buttons and the reason they are missing
+    controls = controls_in(reading)
     if not views and controls is None:
         return
     with st.container(border=True, key="brokers-status"):
         if cluster is not None and not cluster.ok and views:
             st.caption("From the last successful check.")
-        if controls is None and (why := controls_unavailable(ctx)):
+        if controls is None and reading is not None and (why := unavailable_reason(reading)):
             st.caption(f"No Kill, Stop or Start buttons yet: the supervisor did not say "
                        f"which brokers it runs ({why}); asking again every second.")
         draw_brokers(views, int(getattr(overview, "under_replicated", 0)),
