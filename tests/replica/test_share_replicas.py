@@ -118,7 +118,6 @@ def test_share_replicas_beyond_the_partitions_all_work_out_of_order_and_lose_not
     workers = {r for s in summaries.values() for r, n in s.replicas.items() if n > 0}
     assert workers == set(names)
     assert sum(s.out_of_order for s in summaries.values()) > 0
-    assert {e["replica"] for e in events.of("redelivered")} & {"bruno", "chen"}
     # the sharers' heartbeats say how fast they accept and how many records they hold
     beats = [e for e in events.of("heartbeat") if e["replica"] in names[1:]]
     assert any(float(e["rate"]) > 0 and float(e["in_flight"]) > 0 for e in beats)
