@@ -31,6 +31,13 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_DRIVER_MEMORY = "480m"
 # the class-data archive the engine's JVM maps (backend/classdata.py)
 ARCHIVE_NAME = "spark"
+# The client compiler alone. With C2 as well, a fresh engine spent most of its CPU compiling:
+# every query runs a long tail of Spark's planning code that turns hot a little later, and a
+# backlog of a million messages ended before C2's faster code paid for its compiling. The
+# price: C1's code is slower per call, so once C2 would have settled (minutes into a demo at
+# rest) each caught-up query costs more (bench/README.md, "The engine's JIT: the client
+# compiler alone").
+DRIVER_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def class_archive_path() -> Path | None:
@@ -127,7 +134,7 @@ class SparkConnectServer:
             # creeping toward -Xmx over the first hour (what a soak would call a leak)
             "spark.driver.extraJavaOptions": " ".join([
                 f"-Dderby.system.home={self.work_dir}", f"-Xms{self.driver_memory}",
-                "-XX:+AlwaysPreTouch",
+                "-XX:+AlwaysPreTouch", DRIVER_JIT,
                 *jvm_options(self.class_archive, self.record_classes)]),
             # every batch is a new local relation, so a cached plan is never reused, yet the
             # cache (16 plans a session) holds each one's rows: with four replicas' sessions

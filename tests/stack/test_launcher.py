@@ -282,7 +282,7 @@ def test_ctrl_c_between_a_fork_and_its_bookkeeping_still_stops_that_child(data, 
 # ---- the engine's heap -----------------------------------------------------------------------
 
 def test_the_spark_heap_is_demo_sized_pretouched_and_set_in_one_place(tmp_path):
-    from backend.engine.server import DEFAULT_DRIVER_MEMORY, SparkConnectServer
+    from backend.engine.server import DEFAULT_DRIVER_MEMORY, DRIVER_JIT, SparkConnectServer
     from backend.stack.config import StackConfig
 
     assert StackConfig().spark_memory == DEFAULT_DRIVER_MEMORY == "480m"
@@ -291,6 +291,7 @@ def test_the_spark_heap_is_demo_sized_pretouched_and_set_in_one_place(tmp_path):
     assert cmd[cmd.index("--driver-memory") + 1] == "2g"
     java_options = next(a for a in cmd if a.startswith("spark.driver.extraJavaOptions="))
     assert "-Xms2g -XX:+AlwaysPreTouch" in java_options  # flat RSS: the whole heap up front
+    assert DRIVER_JIT in java_options  # the client compiler alone
     assert "spark.connect.session.planCache.enabled=false" in cmd
     assert "spark.sql.resultQueryStage.maxThreadThreshold=64" in cmd
 
