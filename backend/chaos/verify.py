@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import summaries_topic
 from backend.contracts.queue_summary import QueueSummary
+from backend.contracts.summary import further_along, raw_count
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def judge_share(produced: dict[str, int], queue: dict[str, QueueSummary]) -> Ver
 
 
 def read_summaries(settings: KafkaSettings, group: str, timeout: float = 20.0) -> dict[str, dict]:
-    """The latest committed summary per stream, read to the end of the changelog as it is now."""
+    """Each stream's committed summary, read to the end of the changelog as it is now: the one
+    furthest along (`further_along`), as a replica restoring it would take."""
     topic = summaries_topic(group)
     c = Consumer(settings.client_config(**{
         "group.id": f"groupscope-verify-{time.time_ns()}", "enable.auto.commit": False,
@@ -118,8 +120,16 @@ def read_summaries(settings: KafkaSettings, group: str, timeout: float = 20.0) -
                     if eof and m.offset() >= ends[m.partition()]:
                         pending.discard(m.partition())
                     continue
-                if m.key() is not None and m.value() is not None:
-                    out[m.key().decode()] = orjson.loads(m.value())
+                if m.key() is not None:
+                    key = m.key().decode()
+                    if m.value() is None:
+                        out.pop(key, None)  # a tombstone
+                    else:
+                        value = orjson.loads(m.value())
+                        kept = out.get(key)
+                        if further_along(None if kept is None else raw_count(kept),
+                                         raw_count(value)):
+                            out[key] = value
                 if m.offset() + 1 >= ends[m.partition()]:
                     pending.discard(m.partition())
         if pending:

@@ -21,6 +21,27 @@ RING_SIZE = 30  # windows kept per stream (5 minutes at 10 s)
 WINDOW_FIELDS: tuple[str, ...] = ("speed_kmh", "rpm", "engine_temp_c")
 
 
+def further_along(kept_count: int | None, count: int) -> bool:
+    """Whether a reader of the changelog takes a stream's summary that has counted `count`
+    records over the one it holds (`kept_count`; None: none yet).
+
+    Reading the latest record per key is not enough in at-least-once mode, where nothing
+    fences a former owner: its write, queued while a broker was away, can land after the new
+    owner's newer summary. Along one history a summary only grows (a record read again is
+    counted as a duplicate), and the new owner's history began from what the former one had
+    committed, so the summary with more records counted is the newer; a tie goes to the later
+    write. A tombstone ends a history: readers forget the stream's summary there.
+    """
+    return kept_count is None or count >= kept_count
+
+
+def raw_count(raw: object) -> int:
+    """The records a JSON-decoded summary has counted, for `further_along`; 0 for anything
+    malformed (a reader skips bad input, it does not stop on it)."""
+    count = raw.get("count") if isinstance(raw, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else 0
+
+
 @dataclass
 class FieldStats:
     """count / sum / sum of squares / min / max: enough for mean and stddev, and mergeable."""

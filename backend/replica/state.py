@@ -5,12 +5,10 @@ state: a replica that dies loses nothing, because whoever gets its partitions re
 changelog partitions to the end before processing a single input record.
 
 At-least-once has no fence against a former owner: its write, queued while a broker was
-away, can land after the new owner's. Two things keep such a stale summary out of the state.
-The writer bounds how long a write may wait for delivery (runner's CHANGELOG_DELIVERY_MS,
-below any session timeout), and a restore keeps, per stream, the summary that has counted
-the most records (`further_along`): along one history a summary only ever grows, and the
-new owner's history started from what the old one had committed, so the summary with more
-records counted is the newer. A tombstone ends a history: what follows it starts again.
+away, can land after the new owner's. Two things keep such a stale summary out of the state:
+the writer bounds how long a write may wait for delivery (runner's CHANGELOG_DELIVERY_MS,
+below any session timeout), and a restore keeps, per stream, the summary furthest along
+(`contracts.summary.further_along`, which the observer and the chaos verifier read by too).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from confluent_kafka import (
 )
 
 from backend.cluster.settings import KafkaSettings
-from backend.contracts.summary import Summary
+from backend.contracts.summary import Summary, further_along
 from backend.errors import one_line
 
 log = logging.getLogger("groupscope.replica")
@@ -44,12 +42,6 @@ class RestoreTimeout(RuntimeError):
 # errors a consumer reports while a broker is away, which it recovers from by itself
 _PASSING = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
             KafkaError._DESTROY_BROKER)
-
-
-def further_along(kept: Summary | None, candidate: Summary) -> bool:
-    """Whether a restore should take `candidate` over the `kept` summary of its stream: it
-    has counted at least as many records (a tie goes to the later write)."""
-    return kept is None or candidate.count >= kept.count
 
 
 class StateStore:
@@ -172,7 +164,7 @@ class StateStore:
                         continue
                     summary = Summary.from_dict(orjson.loads(msg.value()))
                     kept = self.summaries.get(summary.stream_id)
-                    if further_along(kept, summary):
+                    if further_along(kept.count if kept else None, summary.count):
                         self.summaries[summary.stream_id] = summary
                     else:
                         log.warning("changelog %s[%d] offset %d: a stale summary of %s "

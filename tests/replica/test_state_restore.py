@@ -1,9 +1,11 @@
-"""A restore keeps each stream's furthest-along summary, whatever order the changelog has them in.
+"""Every reader of the changelog takes each stream's furthest-along summary, whatever order
+the changelog has them in.
 
 At-least-once has no fence against a former owner, so a summary it wrote while a broker was
 away can land after the new owner's newer one (seen once after a broker restart: the former
 owner restored its own stale summary and read on from the new owner's offset, a gap of 307
-seqs). These write the changelog as that race leaves it, on the real broker, and restore.
+seqs). These write the changelog as that race leaves it, on the real broker, and read it back
+the three ways groupscope does: a replica's restore, the chaos verifier, the observer's tail.
 """
 
 from __future__ import annotations
@@ -12,25 +14,34 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
+from backend.chaos.verify import read_summaries
 from backend.cluster.topics import ensure_topics
 from backend.contracts import summaries_topic
-from backend.contracts.summary import Summary
-from backend.replica.state import StateStore, further_along
+from backend.contracts.summary import Summary, further_along, raw_count
+from backend.netutil import wait_until
+from backend.observer.events import EventTail
+from backend.replica.state import StateStore
 
 
-def _summary(stream: str, count: int, replica: str, partition: int = 0) -> Summary:
-    return Summary(stream, partition, count=count, last_seq=count - 1, replica=replica)
-
-
-@pytest.mark.parametrize(("kept", "candidate", "taken"), [
+@pytest.mark.parametrize(("kept", "count", "taken"), [
     (None, 3, True),  # the first summary of a stream
     (10, 11, True),  # the owner's next batch
     (10, 10, True),  # the same records again (a retried write): the later one
     (10, 4, False),  # a former owner's write landing late
 ])
-def test_further_along_takes_the_summary_that_counted_more(kept, candidate, taken):
-    kept_summary = None if kept is None else _summary("car-01", kept, "rs-a")
-    assert further_along(kept_summary, _summary("car-01", candidate, "rs-b")) is taken
+def test_further_along_takes_the_summary_that_counted_more(kept, count, taken):
+    assert further_along(kept, count) is taken
+
+
+@pytest.mark.parametrize(("raw", "count"), [
+    ({"count": 7}, 7), ({"count": "7"}, 0), ({"count": True}, 0), ({}, 0), ([7], 0), (None, 0),
+])
+def test_a_malformed_summary_counts_nothing(raw, count):
+    assert raw_count(raw) == count
+
+
+def _summary(stream: str, count: int, replica: str, partition: int = 0) -> Summary:
+    return Summary(stream, partition, count=count, last_seq=count - 1, replica=replica)
 
 
 def test_a_late_stale_write_does_not_replace_the_newer_summary(kafka, unique):
@@ -51,12 +62,25 @@ def test_a_late_stale_write_does_not_replace_the_newer_summary(kafka, unique):
     write("car-02", None)  # a tombstone ends car-02's history ...
     write("car-02", _summary("car-02", 7, "rs-a"))  # ... and this one starts again
     write("car-03", _summary("car-03", 9, "rs-a", partition=1), partition=1)
+    expected = {"car-01": (4_536, "rs-a"), "car-02": (7, "rs-a"), "car-03": (9, "rs-a")}
 
     store = StateStore(kafka, changelog, "rs-c")
     try:
         assert store.restore([0, 1], timeout=30) == 3
-        counted = {sid: (s.count, s.replica) for sid, s in store.summaries.items()}
-        assert counted == {"car-01": (4_536, "rs-a"), "car-02": (7, "rs-a"),
-                           "car-03": (9, "rs-a")}
+        assert {sid: (s.count, s.replica) for sid, s in store.summaries.items()} == expected
     finally:
         store.close()
+
+    verified = read_summaries(kafka, group)
+    assert {sid: (s["count"], s["replica"]) for sid, s in verified.items()} == expected
+
+    tail = EventTail(kafka, group)
+    try:
+        def observed() -> dict | None:
+            tail.poll()
+            seen = {sid: (s["count"], s["replica"]) for sid, s in tail.summaries.items()}
+            return seen if seen == expected else None
+
+        wait_until(observed, 30, what=f"the observer's summaries to be {expected}")
+    finally:
+        tail.close()
