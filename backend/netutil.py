@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# ports handed out by free_port in this process: a port is not bound until its service starts,
+# and the OS may hand the same free port out again in the meantime
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+_PROMISED_ENV = re.compile(r"GROUPSCOPE_\w*PORT")
+FREE_PORT_TRIES = 100
 
 
 class PortBusyError(RuntimeError):
@@ -21,11 +31,35 @@ class PortBusyError(RuntimeError):
         self.port = port
 
 
+def promised_ports() -> set[int]:
+    """Ports the environment gives groupscope's services (GROUPSCOPE_*_PORT): chosen by a
+    parent, bound by a sibling that may not have started yet."""
+    out = set()
+    for key, value in os.environ.items():
+        if _PROMISED_ENV.fullmatch(key) and value.isdigit():
+            out.add(int(value))
+    return out
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free now (tests use it so runs never collide)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port the OS says is free now, and not one promised elsewhere: never one this process
+    handed out before, nor one the environment names for a service (`promised_ports`).
+
+    A free port stays unbound until its service starts, and the OS hands out the same port
+    again meanwhile: once a stack's Spark took the port just chosen for its Connect server as
+    its web UI's, and its Connect server could not start (tests use free ports so that runs
+    never collide; this keeps a run's own ports from colliding too)."""
+    avoid = promised_ports()
+    for _ in range(FREE_PORT_TRIES):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        with _handed_out_lock:
+            if port not in _handed_out and port not in avoid:
+                _handed_out.add(port)
+                return port
+    raise RuntimeError(f"no free port on {host} in {FREE_PORT_TRIES} tries: every one the OS "
+                       f"offered was taken or promised; free some ports and try again")
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:
