@@ -5,9 +5,10 @@ consumer and share groups of confluent-kafka clients, a streams group of a real 
 Streams app, the stack's own replicas); beside it a
 `groupscope exporter` scraped every second and a `groupscope watch` with its Groups page open
 in Chromium. A node is SIGKILLed and started again, five times (the first through the
-presenter's Kill and Start buttons): no groupscope process dies, `up` restarts nothing, the
-exporter never goes 15 s without a successful cycle, and every group is listed again within
-10 s of the node's return.
+presenter's Kill and Start buttons): no groupscope process dies, `up` restarts nothing, its
+/metrics never goes 15 s without an answer nor its cycles longer than one failed read and
+the next interval without a success, and every group is listed again within 10 s of the
+node's return.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from confluent_kafka import Consumer, ShareConsumer
 
 from backend.cluster.clusterfile import read_cluster
 from backend.cluster.settings import KafkaSettings
+from backend.kafkaread.gateway import CALL_TIMEOUT_S
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 from tests.dashboard.test_groups_browser import grid_rows
@@ -39,6 +41,10 @@ from tests.system.test_stack import _up_env
 # five in `make test`; `make soak-brokers` runs twenty (GROUPSCOPE_FAULT_CYCLES)
 CYCLES = int(os.environ.get("GROUPSCOPE_FAULT_CYCLES", "5"))
 MAX_SCRAPE_GAP_S = 15.0
+EXPORTER_INTERVAL_S = 2.0
+# A cycle that meets a node mid-restart (listening, not yet answering) can spend a read's
+# whole timeout and fail; the one after it must succeed. One CI run at load 20 saw 15.9 s.
+MAX_CYCLE_GAP_S = CALL_TIMEOUT_S + EXPORTER_INTERVAL_S + 3.0
 LISTED_AGAIN_S = 10.0
 PER_TYPE = 3  # groups of each type made by the test, beside the stack's own group
 
@@ -246,7 +252,7 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
         streams.start(f"{load.prefix}-streams", "streams-0", "telemetry", sink)
         metrics_port, watch_port = free_port(), free_port()
         exporter = _command(["exporter", "--bootstrap", bootstrap, "--port", str(metrics_port),
-                             "--interval", "2"], tmp_path / "exporter.log")
+                             "--interval", str(EXPORTER_INTERVAL_S)], tmp_path / "exporter.log")
         watch = _command(["watch", "--bootstrap", bootstrap, "--port", str(watch_port)],
                          tmp_path / "watch.log")
         try:
@@ -322,7 +328,7 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                       f"longest time between successful cycles {cycle_gap:.1f} s, every "
                       f"group listed again {relisted} s after the node's return")
                 assert scrape_gap <= MAX_SCRAPE_GAP_S, f"/metrics silent for {scrape_gap:.1f} s"
-                assert cycle_gap <= MAX_SCRAPE_GAP_S, (
+                assert cycle_gap <= MAX_CYCLE_GAP_S, (
                     f"the exporter went {cycle_gap:.1f} s without a successful cycle; "
                     f"kills at {kills}; between successes: "
                     f"{[sp for sp in spans if sp[1] - sp[0] > 5]}")
