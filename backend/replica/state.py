@@ -7,8 +7,9 @@ changelog partitions to the end before processing a single input record.
 At-least-once has no fence against a former owner: its write, queued while a broker was
 away, can land after the new owner's. Two things keep such a stale summary out of the state:
 the writer bounds how long a write may wait for delivery (runner's CHANGELOG_DELIVERY_MS,
-below any session timeout), and a restore keeps, per stream, the summary furthest along
-(`contracts.summary.further_along`, which the observer and the chaos verifier read by too).
+two thirds of the demo's 6 s session), and a restore keeps, per stream, the summary
+furthest along (`contracts.summary.further_along`, which the observer and the chaos
+verifier read by too).
 """
 
 from __future__ import annotations
