@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import summaries_topic
 from backend.contracts.queue_summary import QueueSummary
-from backend.contracts.summary import further_along, raw_count
+from backend.contracts.summary import fold_raw
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def judge_share(produced: dict[str, int], queue: dict[str, QueueSummary]) -> Ver
 
 def read_summaries(settings: KafkaSettings, group: str, timeout: float = 20.0) -> dict[str, dict]:
     """Each stream's committed summary, read to the end of the changelog as it is now: the one
-    furthest along (`further_along`), as a replica restoring it would take."""
+    furthest along (`contracts.summary.fold_raw`), as a replica restoring it would take."""
     topic = summaries_topic(group)
     c = Consumer(settings.client_config(**{
         "group.id": f"groupscope-verify-{time.time_ns()}", "enable.auto.commit": False,
@@ -121,15 +121,8 @@ def read_summaries(settings: KafkaSettings, group: str, timeout: float = 20.0) -
                         pending.discard(m.partition())
                     continue
                 if m.key() is not None:
-                    key = m.key().decode()
-                    if m.value() is None:
-                        out.pop(key, None)  # a tombstone
-                    else:
-                        value = orjson.loads(m.value())
-                        kept = out.get(key)
-                        if further_along(None if kept is None else raw_count(kept),
-                                         raw_count(value)):
-                            out[key] = value
+                    fold_raw(out, m.key().decode(),
+                             None if m.value() is None else orjson.loads(m.value()))
                 if m.offset() + 1 >= ends[m.partition()]:
                     pending.discard(m.partition())
         if pending:

@@ -42,6 +42,18 @@ def raw_count(raw: object) -> int:
     return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
 
+def fold_raw(kept: dict[str, dict], key: str, raw: object | None) -> None:
+    """One changelog record, JSON-decoded (None: a tombstone), into `kept` (stream id ->
+    summary as a dict) by the readers' rule: a tombstone forgets the stream, a summary
+    replaces the kept one when `further_along`; anything but an object is skipped."""
+    if raw is None:
+        kept.pop(key, None)
+    elif isinstance(raw, dict):
+        held = kept.get(key)
+        if further_along(None if held is None else raw_count(held), raw_count(raw)):
+            kept[key] = raw
+
+
 @dataclass
 class FieldStats:
     """count / sum / sum of squares / min / max: enough for mean and stddev, and mergeable."""

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from backend.cluster.settings import KafkaSettings
 from backend.contracts import Event, EventType, events_topic, summaries_topic
-from backend.contracts.summary import further_along, raw_count
+from backend.contracts.summary import fold_raw
 from backend.observer.reader import readonly_consumer
 
 
@@ -120,19 +120,12 @@ class EventTail:
             key = msg.key()
             if key is None:
                 continue
-            k = key.decode("utf-8", "replace")
-            if msg.value() is None:
-                self.summaries.pop(k, None)  # tombstone
-                continue
             try:
-                value = orjson.loads(msg.value())
+                value = None if msg.value() is None else orjson.loads(msg.value())
             except orjson.JSONDecodeError:
                 continue
-            kept = self.summaries.get(k)
             # as a replica restoring it would: a former owner's late write is not the newest
-            if isinstance(value, dict) and further_along(
-                    None if kept is None else raw_count(kept), raw_count(value)):
-                self.summaries[k] = value
+            fold_raw(self.summaries, key.decode("utf-8", "replace"), value)
 
     def recent(self, n: int = 100) -> tuple[Event, ...]:
         """The last `n` non-heartbeat events, then the latest heartbeat of each replica."""

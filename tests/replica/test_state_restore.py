@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from backend.chaos.verify import read_summaries
 from backend.cluster.topics import ensure_topics
 from backend.contracts import summaries_topic
-from backend.contracts.summary import Summary, further_along, raw_count
+from backend.contracts.summary import Summary, fold_raw, further_along, raw_count
 from backend.netutil import wait_until
 from backend.observer.events import EventTail
 from backend.replica.state import StateStore
@@ -38,6 +38,16 @@ def test_further_along_takes_the_summary_that_counted_more(kept, count, taken):
 ])
 def test_a_malformed_summary_counts_nothing(raw, count):
     assert raw_count(raw) == count
+
+
+def test_fold_raw_keeps_the_furthest_summary_forgets_at_a_tombstone_and_skips_junk():
+    kept: dict[str, dict] = {}
+    for raw in ({"count": 10, "by": "a"}, {"count": 4, "by": "b"}, [1], "junk"):
+        fold_raw(kept, "car-01", raw)
+    assert kept == {"car-01": {"count": 10, "by": "a"}}
+    fold_raw(kept, "car-01", None)
+    fold_raw(kept, "car-01", {"count": 2, "by": "a"})
+    assert kept == {"car-01": {"count": 2, "by": "a"}}
 
 
 def _summary(stream: str, count: int, replica: str, partition: int = 0) -> Summary:
