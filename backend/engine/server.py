@@ -84,10 +84,7 @@ class SparkConnectServer:
     def __post_init__(self) -> None:
         self._service = ServiceProcess("Spark Connect server", (self.log_file,),
                                        EngineStartError)
-        if not self.ui_port:
-            self.ui_port = free_port()
-            if self.ui_port == self.port:  # unbound until the server starts: offered again
-                self.ui_port = free_port()
+        self.ui_port = self.ui_port or free_port()
         if self.workers:
             self._cluster = StandaloneCluster(Path(self.work_dir), self.workers)
 
