@@ -7,11 +7,46 @@ importing the top-level `backend.cli` that imports every package.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 
 
 class UserError(Exception):
     """An error the user can fix; printed as one line, exit code 2."""
+
+
+# ---- durations, as every option and file of groupscope writes them ------------------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s|d)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+DURATION_HINT = "a duration like '30s', '5m', '1h' or '1h30m'"
+
+
+def parse_duration(text: str) -> int:
+    """'5m' -> 300000: milliseconds, the unit of `Overview.taken_ms`."""
+    s = text.strip()
+    if not s or _DURATION_PART.sub("", s):
+        raise ValueError(f"{text!r} is not {DURATION_HINT}")
+    return round(sum(float(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(s)))
+
+
+def format_duration(ms: int | float) -> str:
+    """300000 -> '5m', 5400000 -> '1h30m': the inverse of `parse_duration`, for messages."""
+    ms = int(ms)
+    if ms < 1000:
+        return f"{ms}ms" if ms else "0s"
+    s = ms // 1000
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s"),
+             (ms % 1000, "ms")]
+    return "".join(f"{n}{u}" for n, u in parts if n)
+
+
+def duration(text: str) -> int:
+    """An argparse type: a duration (`parse_duration`), in milliseconds."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive(kind: type[int] | type[float]):

@@ -30,8 +30,8 @@ from backend.alerts.rules import (
     LagSecondsRule,
     RebalancesRule,
     ThresholdRule,
-    format_duration,
 )
+from backend.cli_common import format_duration
 from backend.contracts.overview import HEALTH_MEANING, GroupRow, Overview
 
 FIRING: Literal["firing"] = "firing"

@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from backend.cli_common import UserError
+from backend.cli_common import DURATION_HINT, UserError, parse_duration
 from backend.contracts.overview import ERR, HEALTH_WORST_FIRST, OK, REWIND, STALL, STOP, WARN
 
 
@@ -69,30 +69,6 @@ DEFAULT_REBALANCE_WINDOW = "10m"
 MAX_REBALANCE_WINDOW = "1h"
 MAX_MORE_THAN = 1000  # rebalances counted per group and window: bounds the engine's memory
 MAX_DURATION = "1d"  # longer is a typo more often than a wish
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s|d)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-DURATION_HINT = "a duration like '30s', '5m', '1h' or '1h30m'"
-
-
-def parse_duration(text: str) -> int:
-    """'5m' -> 300000: milliseconds, the unit of `Overview.taken_ms`."""
-    s = text.strip()
-    if not s or _DURATION_PART.sub("", s):
-        raise ValueError(f"{text!r} is not {DURATION_HINT}")
-    return round(sum(float(n) * _UNIT_MS[u] for n, u in _DURATION_PART.findall(s)))
-
-
-def format_duration(ms: int | float) -> str:
-    """300000 -> '5m', 5400000 -> '1h30m': the inverse of `parse_duration`, for messages."""
-    ms = int(ms)
-    if ms < 1000:
-        return f"{ms}ms" if ms else "0s"
-    s = ms // 1000
-    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s"),
-             (ms % 1000, "ms")]
-    return "".join(f"{n}{u}" for n, u in parts if n)
-
 
 def _duration(value: Any) -> int:
     if not isinstance(value, str):

@@ -19,12 +19,10 @@ from backend.alerts.rules import (
     LogSinkConfig,
     RebalancesRule,
     WebhookSinkConfig,
-    format_duration,
-    parse_duration,
     parse_rules,
     read_rules,
 )
-from backend.cli_common import UserError
+from backend.cli_common import UserError, format_duration, parse_duration
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "alerts.example.toml"
 HOOK = "https://hooks.example.com/services/T0/B0/s3cr3t-token"
