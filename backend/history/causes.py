@@ -1,0 +1,203 @@
+"""Why a group rebalanced: each rule one short pure function from what was observed to the
+causes it supports, table-tested (tests/history/test_causes.py).
+
+The tracker (`episodes.py`) gathers the `Evidence` of an episode when it ends: the settled
+frames before and after, the members that came and went with what their partitions showed,
+topics that grew, and the supervisor's actions on the group's replicas around it. `causes()`
+runs every rule over it; a rule that sees nothing it can stand on returns nothing, so an
+episode no rule explains has no cause ("cause not observed"), never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from backend.contracts import CONSUMER, SHARE, STREAMS
+from backend.contracts.history import (
+    ASSIGNOR,
+    CRASHED,
+    DEPARTED,
+    EPOCH,
+    EXPIRED,
+    JOINED,
+    LEFT,
+    PARTITIONS_ADDED,
+    PROTOCOL,
+    REJOINED,
+    SUBSCRIPTION,
+    Action,
+    Cause,
+)
+from backend.history.frames import Frame, Member
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A member gone by the end of an episode, and what its partitions showed before.
+
+    `waiting`: records waited on a partition it owned (committed behind the log end) when the
+    group was last seen with it. `last_progress_ms`: the newest commit progress on its
+    partitions, None when none was ever seen. `noticed_ms`: when the group was first seen
+    without it or rebalancing. `resolution_ms`: how long a pause must be to be told from the
+    observer's own poll and the group's commit cadence."""
+
+    member: Member
+    owned: int  # partitions it owned in the last settled description
+    waiting: bool
+    last_progress_ms: int | None
+    noticed_ms: int
+    resolution_ms: int
+
+    @property
+    def dead_ms(self) -> int | None:
+        if self.last_progress_ms is None:
+            return None
+        return max(0, self.noticed_ms - self.last_progress_ms)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    before: Frame  # the last settled frame before the episode
+    after: Frame  # the first settled frame after it
+    seen_as: str
+    joined: tuple[Member, ...] = ()
+    departed: tuple[Departure, ...] = ()
+    grown: tuple[tuple[str, int, int], ...] = ()  # (topic, partitions before, after)
+    actions: tuple[Action, ...] = ()  # the supervisor's, on replicas named in the episode
+
+
+def _s(ms: int) -> str:
+    return f"{ms / 1000:.1f} s"
+
+
+def _who(m: Member) -> str:
+    where = f" on {m.host}" if m.host else ""
+    static = f", instance {m.instance_id}" if m.instance_id else ""
+    return f"{m.client_id} ({m.member_id[:12]}{where}{static})"
+
+
+def _cause(kind: str, evidence: str, m: Member | None = None, **facts: object) -> Cause:
+    if m is None:
+        return Cause(kind, evidence, **facts)  # type: ignore[arg-type]
+    return Cause(kind, evidence, member=m.client_id, member_id=m.member_id,
+                 host=m.host or None, instance_id=m.instance_id, **facts)  # type: ignore[arg-type]
+
+
+# ---- the rules -----------------------------------------------------------------------------
+
+def supervisor_actions(ev: Evidence) -> list[Cause]:
+    """groupscope's own replicas: what the supervisor did to one named in the episode."""
+    out = []
+    for a in ev.actions:
+        if a.action == "crash":
+            text = f"replica {a.replica} crashed with exit code {a.exit_code}"
+        else:
+            verb = {"kill": "killed (SIGKILL)", "stop": "stopped", "restart": "restarted",
+                    "scale-up": "started to scale up", "scale-down": "stopped to scale down",
+                    "start": "started"}[a.action]
+            text = f"replica {a.replica} {verb} by the {a.by}"
+        out.append(Cause(a.cause, text, member=a.replica,
+                         exit_code=a.exit_code if a.cause == CRASHED else None))
+    return out
+
+
+def departures(ev: Evidence) -> list[Cause]:
+    """Left (its partitions were committed until it went), expired (their commits stopped
+    with records waiting, long before it went), or gone without telling which."""
+    out = []
+    for d in ev.departed:
+        m, dead = d.member, d.dead_ms
+        if dead is not None and dead <= d.resolution_ms:
+            out.append(_cause(LEFT, f"{_who(m)} committed until {_s(dead)} before it was gone: "
+                              f"it left the group", m, dead_ms=dead))
+        elif dead is not None and d.waiting:
+            out.append(_cause(EXPIRED, f"{_who(m)} stopped committing with records waiting "
+                              f"and stayed listed {_s(dead)} until the group noticed",
+                              m, dead_ms=dead))
+        else:
+            why = ("it owned no partition" if not d.owned
+                   else "its partitions were never seen committing" if dead is None
+                   else "no records waited on its partitions")
+            out.append(_cause(DEPARTED, f"{_who(m)} is gone; left or expired cannot be told: "
+                              f"{why}", m))
+    return out
+
+
+def joins(ev: Evidence) -> list[Cause]:
+    return [_cause(JOINED, f"{_who(m)} joined", m) for m in ev.joined]
+
+
+def static_rejoin(ev: Evidence) -> list[Cause]:
+    """The same instance ids, new member ids, the same owners by client: no rebalance."""
+    if ev.seen_as != "rejoin":
+        return []
+    before = {m.instance_id: m for m in ev.before.members.values() if m.instance_id}
+    out = []
+    for m in ev.after.members.values():
+        old = before.get(m.instance_id) if m.instance_id else None
+        if old is not None and old.member_id != m.member_id:
+            out.append(_cause(REJOINED, f"{_who(m)} restarted within its session (instance "
+                              f"{m.instance_id}): nothing moved", m,
+                              before=old.member_id, after=m.member_id))
+    return out
+
+
+def partitions_added(ev: Evidence) -> list[Cause]:
+    return [Cause(PARTITIONS_ADDED, f"{topic} grew from {a} to {b} partitions", topic=topic,
+                  before=str(a), after=str(b)) for topic, a, b in ev.grown]
+
+
+def subscription(ev: Evidence) -> list[Cause]:
+    """The topics owned changed with nobody coming or going and no topic growing."""
+    if ev.joined or ev.departed or not ev.before.members or not ev.after.members:
+        return []
+    a, b = ev.before.owned_topics(), ev.after.owned_topics()
+    if a == b or not a or not b:
+        return []
+    added, removed = sorted(b - a), sorted(a - b)
+    words = ", ".join([*(f"+{t}" for t in added), *(f"-{t}" for t in removed)])
+    return [Cause(SUBSCRIPTION, f"the members' topics changed: {words}",
+                  before=",".join(sorted(a)), after=",".join(sorted(b)))]
+
+
+def protocol_change(ev: Evidence) -> list[Cause]:
+    a, b = ev.before.protocol, ev.after.protocol
+    if a == b or not ev.before.members:
+        return []
+    return [Cause(PROTOCOL, f"the group went from the {a} to the {b} protocol",
+                  before=a, after=b)]
+
+
+def assignor_change(ev: Evidence) -> list[Cause]:
+    a, b = ev.before.assignor, ev.after.assignor
+    if not a or not b or a == b or ev.before.protocol != ev.after.protocol:
+        return []
+    return [Cause(ASSIGNOR, f"the assignor went from {a} to {b}", before=a, after=b)]
+
+
+def epoch_bump(ev: Evidence) -> list[Cause]:
+    """KIP-848 and its kin: an epoch that moved with nothing else seen (called last)."""
+    b, a = ev.before, ev.after
+    if a.protocol not in (CONSUMER, SHARE, STREAMS) or a.generation == b.generation \
+            or a.generation is None or b.generation is None:
+        return []
+    targets = ("" if a.target_epoch is None
+               else f", target assignment epoch {b.target_epoch} -> {a.target_epoch}")
+    return [Cause(EPOCH, f"group epoch {b.generation} -> {a.generation}{targets}",
+                  before=str(b.generation), after=str(a.generation))]
+
+
+RULES: tuple[Callable[[Evidence], list[Cause]], ...] = (
+    supervisor_actions, departures, joins, static_rejoin, partitions_added, subscription,
+    protocol_change, assignor_change)
+# only when no rule above found anything: the epoch is then all there is to say
+FALLBACK: tuple[Callable[[Evidence], list[Cause]], ...] = (epoch_bump,)
+
+
+def causes(ev: Evidence, rules: Sequence[Callable[[Evidence], list[Cause]]] = RULES
+           ) -> tuple[Cause, ...]:
+    found = [c for rule in rules for c in rule(ev)]
+    if not found:
+        found = [c for rule in FALLBACK for c in rule(ev)]
+    return tuple(found)

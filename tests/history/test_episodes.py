@@ -1,0 +1,210 @@
+"""The episode tracker on scripted groups (no broker): causes and impact as a group lives.
+
+A tiny simulation drives it: members own partitions, a producer keeps the log ends moving,
+live owners commit what arrived; a crash stops a member committing while the group still
+lists it, until its session expires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.contracts.history import (
+    DEPARTED,
+    EPOCH,
+    EXPIRED,
+    JOINED,
+    KILLED,
+    LEFT,
+    PARTITIONS_ADDED,
+    Action,
+    Episode,
+)
+from backend.history.episodes import EpisodeTracker
+from backend.history.frames import Frame, Member
+
+T = "t"
+
+
+@dataclass
+class Group:
+    partitions: int = 4
+    members: dict[str, str] = field(default_factory=dict)  # member id -> client id
+    owners: dict[int, str] = field(default_factory=dict)  # partition -> member id
+    dead: set[str] = field(default_factory=set)  # listed, but not committing
+    state: str = "Stable"
+    protocol: str = "classic"
+    generation: int | None = None
+    reconciling: frozenset[str] = frozenset()
+    rate: int = 10  # records per partition per second
+    committed: dict[int, int] = field(default_factory=dict)
+    ends: dict[int, int] = field(default_factory=dict)
+    tracker: EpisodeTracker = field(default_factory=lambda: EpisodeTracker("c", "g"))
+    seen: list[Episode] = field(default_factory=list)
+
+    def spread(self, *ids: str) -> None:
+        self.owners = {p: ids[p % len(ids)] for p in range(self.partitions)}
+
+    def tick(self, t_ms: int, actions: tuple[Action, ...] = ()) -> list[Episode]:
+        for p in range(self.partitions):
+            self.ends[p] = self.ends.get(p, 0) + self.rate // 2  # a frame every 0.5 s
+            owner = self.owners.get(p)
+            if owner is not None and owner not in self.dead and self.state == "Stable":
+                self.committed[p] = self.ends[p]
+        lag = sum(self.ends[p] - self.committed.get(p, 0) for p in range(self.partitions))
+        f = Frame(t_ms, self.state, self.protocol, "range", self.generation,
+                  self.generation, {m: Member(m, c, "/10.0.0.9") for m, c in self.members.items()},
+                  {(T, p): m for p, m in self.owners.items()}, self.reconciling, {},
+                  {(T, p): o for p, o in self.committed.items()},
+                  {(T, p): o for p, o in self.ends.items()}, {T: self.partitions}, lag)
+        out = self.tracker.observe(f, actions)
+        self.seen.extend(out)
+        return out
+
+    def final(self) -> list[Episode]:
+        return [e for e in self.tracker.episodes() if e.end_ms is not None]
+
+
+def run(g: Group, start_s: float, end_s: float, actions=()) -> None:
+    t = start_s
+    while t < end_s - 1e-9:
+        g.tick(int(t * 1000), tuple(actions))
+        t += 0.5
+
+
+def crash_then_expire(g: Group, actions=()) -> None:
+    g.members = {"id-a": "a", "id-b": "b"}
+    g.spread("id-a", "id-b")
+    run(g, 0, 3)
+    g.dead.add("id-b")  # SIGKILL at 3 s: listed, owning, not committing
+    run(g, 3, 9, actions)
+    g.state, g.owners = "PreparingRebalance", {}  # the session expired at 9 s
+    del g.members["id-b"]
+    run(g, 9, 10, actions)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 10, 30, actions)
+
+
+def test_a_crashed_member_is_expired_with_its_dead_time_and_the_episodes_impact():
+    g = Group()
+    crash_then_expire(g)
+    (ep,) = g.final()
+    assert (ep.start_ms, ep.end_ms, ep.seen_as) == (9000, 10_000, "state")
+    assert ep.cause == EXPIRED and ep.left == ("b",)
+    (cause,) = ep.causes
+    assert cause.member == "b" and 5_500 <= cause.dead_ms <= 6_500  # the 6 s it was dead
+    moved = {(m.partition, m.source, m.target) for m in ep.impact.moved}
+    assert moved == {(1, "b", "a"), (3, "b", "a")}
+    # 4 partitions without an owner for the second the group rebalanced
+    assert ep.impact.unowned_partition_seconds == 4.0
+    # b's partitions last progressed at 2.5 s and again at 10 s
+    assert ep.impact.gap_ms == 7_500
+    assert ep.impact.lag_before is not None and ep.impact.lag_peak > ep.impact.lag_before
+    assert ep.final and ep.impact.lag_after is not None
+
+
+def test_a_member_that_left_cleanly_is_left_and_was_never_dead():
+    g = Group(members={"id-a": "a", "id-b": "b"})
+    g.spread("id-a", "id-b")
+    run(g, 0, 5)
+    g.state, g.owners = "PreparingRebalance", {}
+    del g.members["id-b"]
+    run(g, 5, 5.5)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 5.5, 8)
+    (ep,) = g.final()
+    assert ep.cause == LEFT and ep.causes[0].dead_ms <= 1000
+
+
+def test_without_records_waiting_a_departure_is_not_called_left_or_expired():
+    g = Group(members={"id-a": "a", "id-b": "b"}, rate=0)
+    g.spread("id-a", "id-b")
+    run(g, 0, 3)
+    g.state, g.owners = "PreparingRebalance", {}
+    del g.members["id-b"]
+    run(g, 3, 3.5)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 3.5, 5)
+    (ep,) = g.final()
+    assert ep.cause == DEPARTED
+
+
+def test_the_supervisors_kill_is_joined_to_the_expiry_it_caused():
+    g = Group()
+    crash_then_expire(g, actions=(Action(3_000, "g", "b", "kill"),
+                                  Action(2_000, "g", "a", "kill")))  # another replica's
+    (ep,) = g.final()
+    assert [c.kind for c in ep.causes] == [KILLED, EXPIRED]
+    assert ep.causes[0].member == "b" and "by the presenter" in ep.causes[0].evidence
+
+
+def test_a_join_and_added_partitions_are_each_named():
+    g = Group(members={"id-a": "a"})
+    g.spread("id-a")
+    run(g, 0, 2)
+    g.members["id-c"] = "c"
+    g.state, g.owners = "PreparingRebalance", {}
+    run(g, 2, 3)
+    g.state = "Stable"
+    g.spread("id-a", "id-c")
+    run(g, 3, 5)
+    g.partitions = 6  # seen grown at 5 s; the group rebalances onto them a second later
+    run(g, 5, 6)
+    g.state, g.owners = "PreparingRebalance", {}
+    run(g, 6, 6.5)
+    g.state = "Stable"
+    g.spread("id-a", "id-c")
+    run(g, 6.5, 20)
+    joined, grown = g.final()
+    assert joined.cause == JOINED and joined.joined == ("c",)
+    assert grown.cause == PARTITIONS_ADDED
+    assert (grown.causes[0].topic, grown.causes[0].before, grown.causes[0].after) == \
+        ("t", "4", "6")
+
+
+def test_a_kip848_group_keeps_its_epochs_and_who_reconciled_for_how_long():
+    g = Group(members={"id-a": "a", "id-b": "b"}, protocol="consumer", generation=4)
+    g.spread("id-a", "id-b")
+    run(g, 0, 2)
+    g.generation = 5  # the broker bumped the epoch; b reconciles for a second
+    g.reconciling = frozenset({"id-b"})
+    run(g, 2, 3)
+    g.reconciling = frozenset()
+    run(g, 3, 5)
+    (ep,) = g.final()
+    assert ep.seen_as == "reconcile" and ep.cause == EPOCH
+    assert (ep.generation_before, ep.generation_after) == (4, 5)
+    assert (ep.target_epoch_before, ep.target_epoch_after) == (4, 5)
+    assert ep.impact.reconciling == (("b", 1000),)
+
+
+def test_commits_that_go_back_count_as_records_processed_again():
+    tracker = EpisodeTracker("c", "g")
+    a = {"id-a": Member("id-a", "a")}
+
+    def f(t_ms, state, committed, owned=True):
+        return Frame(t_ms, state, members=a,
+                     assignment={(T, 0): "id-a", (T, 1): "id-a"} if owned else {},
+                     committed={(T, p): o for p, o in enumerate(committed)},
+                     ends={(T, 0): 500, (T, 1): 500}, partition_counts={T: 2})
+
+    tracker.observe(f(0, "Stable", (100, 100)))
+    tracker.observe(f(500, "Stable", (120, 130)))
+    tracker.observe(f(1000, "PreparingRebalance", (120, 130), owned=False))
+    tracker.observe(f(1500, "Stable", (95, 130)))  # the owner went back 25 on partition 0
+    tracker.observe(f(2000, "Stable", (110, 90)))  # and 40 on partition 1
+    (ep,) = tracker.episodes()
+    assert ep.impact.reprocessed == 65
+
+
+def test_each_change_is_emitted_once_per_frame_and_the_final_version_last():
+    g = Group()
+    crash_then_expire(g)
+    versions = [(e.start_ms, e.end_ms, e.final) for e in g.seen]
+    assert versions[0] == (9000, None, False)  # open
+    assert (9000, 10_000, False) in versions  # ended
+    assert versions[-1] == (9000, 10_000, True)  # final
+    assert sum(1 for v in versions if v[2]) == 1
