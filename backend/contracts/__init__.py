@@ -246,6 +246,9 @@ class RebalanceView:
     # polls), "assignment" (owners changed between two polls), "reconcile" (KIP-848 targets)
     reason: str = ""
     previous_generation: int | None = None
+    # why, once it ended: its main cause (contracts.history.CAUSES) and each cause's evidence
+    cause: str = ""
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

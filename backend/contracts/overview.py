@@ -90,6 +90,11 @@ class GroupRow:
     health: str = OK
     rebalances_last_hour: int = 0
     last_rebalance_ms: int | None = None
+    rebalances_24h: int = 0
+    # the starts of the last hour's rebalances, oldest first (the storm rule counts them)
+    rebalance_times: tuple[int, ...] = ()
+    last_cause: str | None = None  # of the last rebalance that ended (contracts.history)
+    rebalancing: bool = False  # a rebalance is under way
     generation: int | None = None  # generation (classic) or group epoch (consumer) if known
     own: bool = False  # a groupscope group: its `<group>.events` topic exists
     partitions: tuple[PartitionLag, ...] = ()

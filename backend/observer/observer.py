@@ -66,7 +66,7 @@ class Observer:
         self._gen = None
         self.collector = Collector(settings)
         self.store = SnapshotStore(history)
-        self.timeline = Timeline()
+        self.timeline = Timeline(group, settings.bootstrap)
         self.brokers = BrokerLog()
         self.windows = OffsetWindows(rules or Rules())
         self._keys: dict[str, int | None] = {}
@@ -164,7 +164,7 @@ class Observer:
         partitions = partition_views(obs, topic, times, health) if topic else ()
         members = member_views(obs, topic or "", partitions)
         if topic:
-            self.timeline.observe(frame(obs, topic))
+            self.timeline.observe(frame(obs, topic, sum(pv.lag_messages for pv in partitions)))
         if topic is not None and obs.watched == topic:
             self.brokers.observe(BrokerReading(now, topic, obs.live_brokers, obs.placements))
         under, offline = totals(obs.placements.values()) if obs.watched == topic else (0, 0)

@@ -7,6 +7,10 @@ them in batches, the groups someone is looking at first (`prioritise`), then tho
 described, then the stalest, publishing after every batch: the first screen needs one
 listing, and a row fills in as soon as its batch is read. Listeners (alerts) are called
 after each complete cycle, from the watcher's thread.
+
+With a `HistoryRecorder` the watcher is also the memory's eyes: after each cycle it hands the
+recorder the episodes, state changes and lag points the model noted, gives each group's
+tracker the supervisor's recent actions, and seeds the model with what the store kept.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from backend.cluster.groups import TP
 from backend.cluster.settings import KafkaSettings
 from backend.contracts.overview import CycleStats, GroupRow, Overview
 from backend.errors import one_line
+from backend.history.recorder import HistoryRecorder
 from backend.observer.derive import unread_ranges
 from backend.observer.overview_collect import ClusterCollector, ClusterError, GroupReading
 from backend.observer.overview_model import OverviewModel
@@ -50,8 +55,13 @@ def relax_collector() -> None:
 
 class OverviewWatcher:
     def __init__(self, settings: KafkaSettings, interval: float = 10.0, batch: int = 1000,
-                 lag_time_budget_s: float = 3.0) -> None:
+                 lag_time_budget_s: float = 3.0, history: HistoryRecorder | None = None,
+                 lag_seconds: bool = True) -> None:
         self.settings = settings
+        self.history = history
+        # False: no record timestamps read (lag in seconds unknown), one reader fewer: for a
+        # watcher kept for the memory alone, beside pages that read them (the demo's backend)
+        self.lag_seconds = lag_seconds
         self.interval = interval
         self.batch = batch
         # seconds per cycle spent reading record timestamps (lag in seconds); the visible
@@ -59,7 +69,7 @@ class OverviewWatcher:
         self.lag_time_budget_s = lag_time_budget_s
         self._times_deadline = 0.0
         self.collector = ClusterCollector(settings)
-        self.model = OverviewModel()
+        self.model = OverviewModel(settings.bootstrap)
         self._listeners: list[Listener] = []
         self._priority: tuple[str, ...] = ()
         self._cycles: deque[CycleStats] = deque(maxlen=CYCLES_KEPT)
@@ -117,6 +127,12 @@ class OverviewWatcher:
         except Exception as exc:  # an unexpected answer must not kill the loop
             return self._publish(error=one_line(exc))
         self._listed = len(listed)
+        history = self.history
+        if history is not None:
+            history.set_cluster(self.collector.cluster_id, self.settings.bootstrap)
+            seed = history.take_seed()
+            if seed is not None:
+                self.model.seed(seed)
         self.model.listed(listed, partial=self.collector.partial)
         self._publish()
         self._times_deadline = time.monotonic() + self.lag_time_budget_s
@@ -138,14 +154,21 @@ class OverviewWatcher:
             ends_cycle.update(ends)
             starts_cycle.update(starts)
             ahead = self._read_ahead(batches, i + 1, ends_cycle)
-            times = self._oldest_unread(readings, ends_cycle, starts_cycle)
+            times = (self._oldest_unread(readings, ends_cycle, starts_cycle)
+                     if self.lag_seconds else {})
+            counts = self.collector.known_topics()
             for r in readings:
                 row = self.model.update(r, ends_cycle, starts_cycle,
                                         own=self.collector.is_own(r.group),
-                                        oldest_unread_ms=times.get(r.group))
+                                        oldest_unread_ms=times.get(r.group), counts=counts,
+                                        actions=history.actions(r.group, r.taken_ms)
+                                        if history is not None else ())
                 refreshed += 1
                 errors += row.error is not None
             self._publish()
+        episodes, states, lag = self.model.drain()
+        if history is not None:
+            history.submit(int(time.time() * 1000), episodes, states, lag)
         stats = CycleStats(started_ms=int(started * 1000), seconds=time.perf_counter() - t0,
                            requests=self.collector.requests - requests0,
                            groups_refreshed=refreshed, errors=errors)

@@ -72,6 +72,7 @@ class ClusterCollector:
         self._types: dict[str, str] = {}  # group -> type, from the last listing
         self._states: dict[str, str] = {}  # group -> state, from the last listing
         self.partial = False  # the last listing missed a broker's groups
+        self.cluster_id: str | None = None  # Kafka's, once the metadata has been read
         # brokers over every topic's partitions, from the cached metadata (as old as it is)
         self.brokers: tuple[BrokerView, ...] = ()
         self.under_replicated = 0
@@ -106,7 +107,9 @@ class ClusterCollector:
             self._count(2)
             try:
                 metas, _errors = self.reader.topics()
-                live = self.reader.cluster().brokers
+                cluster = self.reader.cluster()
+                live = cluster.brokers
+                self.cluster_id = cluster.cluster_id or self.cluster_id
             except ReaderError as exc:
                 raise ClusterError(f"cannot read metadata: {exc}") from None
             self._topics = {name: m.count for name, m in metas.items() if m.count}
@@ -115,6 +118,10 @@ class ClusterCollector:
             placements = [pl for m in metas.values() for pl in m.placements.values()]
             self.brokers = broker_views(live, placements)
             self.under_replicated, self.offline_partitions = totals(placements)
+        return self._topics
+
+    def known_topics(self) -> dict[str, int]:
+        """The partition counts as last read, without asking the cluster."""
         return self._topics
 
     def is_own(self, group: str) -> bool:

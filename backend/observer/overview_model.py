@@ -2,9 +2,12 @@
 
 Pure (no Kafka): the watcher feeds it what the collector read, and every rule here is
 unit-tested with plain values. Per group it keeps a bounded total-lag trend (sparkline, rate,
-time to catch up), Burrow-style offset windows per partition (health, `evaluate.py`), and
-the times of recent rebalances; a group no longer listed is forgotten, so memory follows the
-cluster, not the uptime.
+time to catch up), Burrow-style offset windows per partition (health, `evaluate.py`), and its
+rebalance episodes (the memory's tracker, `backend/history/episodes.py`: the same episodes
+and causes the Live page and the stored history show) with the start times of the last day.
+A group no longer listed is forgotten, so memory follows the cluster, not the uptime; what
+outlives the process is the recorder's (`drain` hands it each cycle's episodes, state
+changes and lag points, and `seed` takes back what the store kept).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from backend.cluster.groups import TP
 from backend.contracts import CLASSIC
+from backend.contracts.history import PARTITION_LAG_STEP_MS, Action, Episode, StateChange
 from backend.contracts.overview import (
     ERR,
     REBALANCE_WINDOW_MS,
@@ -23,6 +27,9 @@ from backend.contracts.overview import (
     PartitionLag,
     worst,
 )
+from backend.history.episodes import EpisodeTracker
+from backend.history.frames import frame_from
+from backend.history.store import GroupLag, Seed
 from backend.observer.derive import effective_lag
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
@@ -32,14 +39,22 @@ REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Reconcili
 RATE_SPAN_MS = 60_000  # the lag rate is the slope over about the last minute of points
 
 
+DAY_MS = 86_400_000
+# a group's lag is recorded when it changes, and at least this often while it does not
+LAG_KEEPALIVE_MS = 300_000
+
+
 @dataclass
 class _GroupMemory:
+    tracker: EpisodeTracker
     trend: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=TREND_POINTS))
     windows: OffsetWindows = field(default_factory=lambda: OffsetWindows(Rules()))
-    rebalances: deque[int] = field(default_factory=deque)  # times within the last hour
-    last_rebalance_ms: int | None = None  # kept after the hour: "last one 3 h ago"
-    signature: tuple | None = None
-    rebalancing: bool = False
+    starts: deque[int] = field(default_factory=deque)  # episode starts within the last day
+    last_rebalance_ms: int | None = None  # kept after the day: "last one 3 days ago"
+    last_cause: str | None = None
+    state: tuple | None = None  # what the last StateChange said
+    lag_written: tuple[int, int, float | None] | None = None  # (ts, lag, seconds)
+    parts_written: tuple[int, dict] | None = None  # (ts, partition lags)
 
 
 def lag_rate(points: Iterable[tuple[int, int]], span_ms: int = RATE_SPAN_MS) -> float | None:
@@ -84,17 +99,49 @@ def catch_up_seconds(lag: int | None, rate: float | None) -> float | None:
     return lag / -rate
 
 
-def _signature(reading: GroupReading) -> tuple:
-    desc = reading.description
-    if desc is None:
-        return ()
-    return tuple(sorted((m.member_id, m.assignment) for m in desc.members))
-
-
 class OverviewModel:
-    def __init__(self) -> None:
+    def __init__(self, cluster: str = "") -> None:
+        self.cluster = cluster
         self._rows: dict[str, GroupRow] = {}
         self._memory: dict[str, _GroupMemory] = {}
+        self._episodes: list[Episode] = []
+        self._states: list[StateChange] = []
+        self._lag: list[GroupLag] = []
+        self._seed: Seed | None = None
+
+    def drain(self) -> tuple[list[Episode], list[StateChange], list[GroupLag]]:
+        """The episodes, state changes and lag points recorded since the last drain."""
+        out = (self._episodes, self._states, self._lag)
+        self._episodes, self._states, self._lag = [], [], []
+        return out
+
+    def seed(self, seed: Seed) -> None:
+        """What the store kept of each group: its episode starts of the last day and its
+        last cause, so the counts continue across a restart. A group not seen yet takes it
+        when it is."""
+        self._seed = seed
+        for group, mem in self._memory.items():
+            self._seed_group(group, mem)
+
+    def _seed_group(self, group: str, mem: _GroupMemory) -> None:
+        if self._seed is None:
+            return
+        known = set(mem.starts)
+        older = [t for t in self._seed.starts.get(group, ()) if t not in known]
+        if older:
+            mem.starts = deque(sorted([*older, *mem.starts]))
+        last = self._seed.last_cause.get(group)
+        if last is not None and (mem.last_rebalance_ms is None or last[0] > mem.last_rebalance_ms):
+            mem.last_rebalance_ms, mem.last_cause = last
+        elif mem.starts and mem.last_rebalance_ms is None:
+            mem.last_rebalance_ms = mem.starts[-1]
+
+    def _remember(self, group: str) -> _GroupMemory:
+        mem = self._memory.get(group)
+        if mem is None:
+            mem = self._memory[group] = _GroupMemory(EpisodeTracker(self.cluster, group, keep=1))
+            self._seed_group(group, mem)
+        return mem
 
     def listed(self, groups: Iterable[Listed], partial: bool = False) -> None:
         """The groups the cluster lists now: new ones get a pending row, vanished ones are
@@ -121,20 +168,23 @@ class OverviewModel:
         return row
 
     def update(self, reading: GroupReading, ends: Mapping[TP, int], starts: Mapping[TP, int],
-               own: bool, oldest_unread_ms: Mapping[TP, int | None] | None = None) -> GroupRow:
+               own: bool, oldest_unread_ms: Mapping[TP, int | None] | None = None,
+               counts: Mapping[str, int] | None = None,
+               actions: Sequence[Action] = ()) -> GroupRow:
         """Fold one reading into the group's row.
 
         `oldest_unread_ms` maps a partition to the broker timestamp of the first record the
         group has not processed; None there means nothing but transaction markers (or aborted
         records) lies between the commit and the log end, so the partition is caught up.
         A share group's lag is the one its broker reports (`reading.reported_lag`) where it
-        reports one, as on its Live page.
+        reports one, as on its Live page. `counts` (topic -> partitions) lets the episode
+        tracker see partitions added; `actions` are the supervisor's on the group's replicas.
         """
         if reading.error is not None or reading.description is None:
             return self.failed(reading.group, reading.error or "no description", reading.taken_ms)
         desc = reading.description
         now = reading.taken_ms
-        mem = self._memory.setdefault(reading.group, _GroupMemory())
+        mem = self._remember(reading.group)
         times = oldest_unread_ms or {}
         reported = reading.reported_lag  # empty but for share groups: one lookup a partition
 
@@ -156,37 +206,68 @@ class OverviewModel:
         total = sum(p.lag_messages for p in parts)
         mem.trend.append((now, total))
         rate = lag_rate(mem.trend)
-        self._count_rebalance(mem, reading, now)
         known_s = [p.lag_seconds for p in parts if p.lag_seconds is not None]
+        max_s = max(known_s) if known_s else None
+        self._track(reading, mem, ends, counts or {}, total, actions)
+        self._record(reading.group, mem, desc, now, total, max_s, parts)
+        day_ago, hour_ago = now - DAY_MS, now - REBALANCE_WINDOW_MS
+        while mem.starts and mem.starts[0] < day_ago:
+            mem.starts.popleft()
         row = GroupRow(
             group=reading.group, state=desc.state, protocol=desc.protocol,
             assignor=desc.assignor, members=len(desc.members),
             topics=tuple(sorted({p.topic for p in parts} | {t for t, _ in owners})),
-            lag_messages=total, max_lag_seconds=max(known_s) if known_s else None,
+            lag_messages=total, max_lag_seconds=max_s,
             lag_trend=tuple(v for _, v in mem.trend), lag_rate=rate,
             catch_up_seconds=catch_up_seconds(total, rate),
             health=worst(p.health for p in parts),
-            rebalances_last_hour=len(mem.rebalances),
-            last_rebalance_ms=mem.last_rebalance_ms,
+            rebalances_last_hour=sum(1 for t in mem.starts if t >= hour_ago),
+            rebalances_24h=len(mem.starts),
+            rebalance_times=tuple(t for t in mem.starts if t >= hour_ago),
+            last_rebalance_ms=mem.last_rebalance_ms, last_cause=mem.last_cause,
+            rebalancing=mem.tracker.in_progress, generation=desc.epoch,
             own=own, partitions=tuple(parts), described_ms=now)
         self._rows[reading.group] = row
         return row
 
-    @staticmethod
-    def _count_rebalance(mem: _GroupMemory, reading: GroupReading, now: int) -> None:
-        """One rebalance per episode: entering a rebalancing state, or (between two polls
-        that both saw it settled) a change of members or assignment."""
+    def _track(self, reading: GroupReading, mem: _GroupMemory, ends: Mapping[TP, int],
+               counts: Mapping[str, int], total: int, actions: Sequence[Action]) -> None:
+        """The group's episodes: one per rebalance, counted when first seen."""
         desc = reading.description
         assert desc is not None
-        signature = _signature(reading)
-        rebalancing = desc.state in REBALANCING
-        if mem.signature is not None and not mem.rebalancing and (
-                rebalancing or signature != mem.signature):
-            mem.rebalances.append(now)
-            mem.last_rebalance_ms = now
-        mem.signature, mem.rebalancing = signature, rebalancing
-        while mem.rebalances and now - mem.rebalances[0] > REBALANCE_WINDOW_MS:
-            mem.rebalances.popleft()
+        frame = frame_from(desc, reading.taken_ms, reading.committed, ends, counts, total)
+        for ep in mem.tracker.observe(frame, actions):
+            self._episodes.append(ep)
+            if not mem.starts or ep.start_ms > mem.starts[-1]:
+                mem.starts.append(ep.start_ms)
+            if mem.last_rebalance_ms is None or ep.start_ms >= mem.last_rebalance_ms:
+                mem.last_rebalance_ms = ep.start_ms
+                if ep.end_ms is not None:
+                    mem.last_cause = ep.cause
+
+    def _record(self, group: str, mem: _GroupMemory, desc, now: int, total: int,
+                max_s: float | None, parts: list[PartitionLag]) -> None:
+        """What the memory keeps of this reading: a state change when the description's
+        facts changed, the total lag when it changed (or every LAG_KEEPALIVE_MS), and each
+        partition's every PARTITION_LAG_STEP_MS."""
+        state = (desc.state, desc.protocol, desc.assignor, len(desc.members), desc.epoch)
+        if state != mem.state:
+            mem.state = state
+            self._states.append(StateChange(now, group, *state))
+        seconds = None if max_s is None else round(max_s, 1)
+        last = mem.lag_written
+        lags = None
+        if mem.parts_written is None or now - mem.parts_written[0] >= PARTITION_LAG_STEP_MS:
+            lags = {(p.topic, p.partition): p.lag_messages for p in parts}
+            if mem.parts_written is not None and lags == mem.parts_written[1] \
+                    and now - mem.parts_written[0] < LAG_KEEPALIVE_MS:
+                lags = None
+            else:
+                mem.parts_written = (now, lags)
+        if lags is not None or last is None or (total, seconds) != last[1:] \
+                or now - last[0] >= LAG_KEEPALIVE_MS:
+            mem.lag_written = (now, total, seconds)
+            self._lag.append(GroupLag(group, now, total, seconds, lags))
 
     def rows(self) -> tuple[GroupRow, ...]:
         return tuple(self._rows[g] for g in sorted(self._rows))

@@ -156,7 +156,8 @@ def test_a_share_groups_streams_have_no_single_owner() -> None:
 def test_a_share_groups_frame_has_sharers_and_no_single_owner() -> None:
     f = frame(_obs("share", [_member("ada", 0, 1), _member("bruno", 1, 2)]), TOPIC)
     assert f.assignment == {}
-    assert dict(f.shared) == {0: ("id-ada",), 1: ("id-ada", "id-bruno"), 2: ("id-bruno",)}
+    assert dict(f.shared) == {(TOPIC, 0): ("id-ada",), (TOPIC, 1): ("id-ada", "id-bruno"),
+                              (TOPIC, 2): ("id-bruno",)}
     assert frame(_obs("classic", [_member("ada", 0)]), TOPIC).shared == {}
 
 

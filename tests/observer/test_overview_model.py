@@ -132,11 +132,41 @@ def test_one_rebalance_per_episode_and_the_hour_window_forgets_old_ones():
     row = model.update(reading(3000, {}, member("m1", 0), member("m2", 1)), ENDS, {},
                        own=False)
     assert row.rebalances_last_hour == 1 and row.last_rebalance_ms == 1000
-    # a change seen between two settled polls (the rebalance fell between them) counts too
+    assert row.rebalances_24h == 1 and row.rebalance_times == (1000,)
+    assert row.last_cause == "joined" and not row.rebalancing
+    # a change seen between two settled polls (the rebalance fell between them) counts too,
+    # from the earlier poll: its start is bounded by the two
     row = model.update(reading(4000, {}, member("m1", 0, 1)), ENDS, {}, own=False)
-    assert row.rebalances_last_hour == 2 and row.last_rebalance_ms == 4000
+    assert row.rebalances_last_hour == 2 and row.last_rebalance_ms == 3000
     row = model.update(reading(4000 + 3_600_001, {}, member("m1", 0, 1)), ENDS, {}, own=False)
-    assert row.rebalances_last_hour == 0 and row.last_rebalance_ms == 4000
+    assert row.rebalances_last_hour == 0 and row.last_rebalance_ms == 3000
+    assert row.rebalances_24h == 2
+    row = model.update(reading(4000 + 86_400_001, {}, member("m1", 0, 1)), ENDS, {}, own=False)
+    assert row.rebalances_24h == 0 and row.last_rebalance_ms == 3000
+
+
+def test_the_memory_gets_each_cycles_episodes_states_and_lag_and_a_seed_continues_counts():
+    from backend.history.store import Seed
+
+    model = OverviewModel()
+    model.seed(Seed(starts={"g": (-7_200_000, -1000)}, last_cause={"g": (-1000, "expired")},
+                    counters={}))
+    m1, m2 = member("m1", 0, 1), member("m2")
+    row = model.update(reading(0, {}, m1), ENDS, {}, own=False)
+    assert (row.rebalances_24h, row.rebalances_last_hour) == (2, 1)
+    assert (row.last_rebalance_ms, row.last_cause) == (-1000, "expired")
+    episodes, states, lag = model.drain()
+    assert episodes == [] and [s.state for s in states] == ["Stable"]
+    assert [(p.lag, p.partitions) for p in lag] == [(200, {("orders", 0): 100,
+                                                           ("orders", 1): 100})]
+    model.update(reading(1000, {}, m1, m2, state="PreparingRebalance"), ENDS, {}, own=False)
+    row = model.update(reading(2000, {}, member("m1", 0), member("m2", 1)), ENDS, {},
+                       own=False)
+    episodes, states, lag = model.drain()
+    assert [(e.start_ms, e.end_ms) for e in episodes] == [(1000, None), (1000, 2000)]
+    assert [s.state for s in states] == ["PreparingRebalance", "Stable"]
+    assert lag == []  # unchanged lag, partitions not due yet: nothing to write
+    assert (row.rebalances_24h, row.last_cause) == (3, "joined")
 
 
 def test_the_overview_raises_the_collectors_thresholds_and_never_lowers_them():

@@ -1,19 +1,26 @@
-"""The rebalance timeline from hand-made frame sequences (no broker)."""
+"""The Live page's rebalance timeline from hand-made frame sequences (no broker): the
+memory's episode tracker seen through the Snapshot's RebalanceView."""
 
 from __future__ import annotations
 
+from backend.history.frames import Frame, Member
 from backend.observer.collect import RawMember, RawObservation
-from backend.observer.timeline import GroupFrame, Timeline, frame
+from backend.observer.timeline import Timeline, frame
 
 CLIENTS = {"id-a": "a", "id-b": "b", "id-c": "c", "id-b2": "b"}
 
 
-def f(t, state="Stable", gen=None, assign=None, committed=None, targets_met=True, members=None):
+def f(t, state="Stable", gen=None, assign=None, committed=None, targets_met=True, members=None,
+      shared=None):
     assign = assign or {}
     members = members if members is not None else sorted(set(assign.values()))
-    return GroupFrame(taken_ms=t * 1000, state=state, generation=gen,
-                      members={m: CLIENTS[m] for m in members}, assignment=assign,
-                      targets_met=targets_met, committed=committed or {})
+    return Frame(taken_ms=t * 1000, state=state, generation=gen,
+                 members={m: Member(m, CLIENTS[m]) for m in members},
+                 assignment={("t", p): m for p, m in assign.items()},
+                 reconciling=frozenset() if targets_met else frozenset(members[:1]),
+                 committed={("t", p): o for p, o in (committed or {}).items()},
+                 shared={("t", p): ms for p, ms in (shared or {}).items()},
+                 partition_counts={"t": 6})
 
 
 ABC = {0: "id-a", 1: "id-a", 2: "id-b", 3: "id-b", 4: "id-c", 5: "id-c"}
@@ -104,8 +111,8 @@ def test_frame_from_an_observation_checks_kip848_targets():
                          assignor="uniform", members=(a,), committed={("t", 0): 3},
                          end_offsets={}, partition_counts={"t": 2})
     fr = frame(obs, "t")
-    assert not fr.targets_met and not fr.settled
-    assert fr.assignment == {0: "id-a"} and fr.committed == {0: 3}
+    assert fr.reconciling == {"id-a"} and not fr.settled
+    assert fr.assignment == {("t", 0): "id-a"} and fr.committed == {("t", 0): 3}
 
 
 def test_first_frames_of_an_unsettled_group_are_not_a_rebalance():
@@ -146,10 +153,8 @@ def test_a_share_groups_membership_changes_are_episodes_with_nothing_moved():
     episode on the Timeline (joined / left, the epoch moving), and no partition "moves"."""
     def share(t, gen, shared):
         members = sorted({m for ms in shared.values() for m in ms})
-        return GroupFrame(taken_ms=t * 1000, state="Stable", generation=gen,
-                          members={m: CLIENTS[m] for m in members}, assignment={},
-                          targets_met=True, committed={0: 10 * t, 1: 10 * t},
-                          shared={p: tuple(ms) for p, ms in shared.items()})
+        return f(t, gen=gen, members=members, committed={0: 10 * t, 1: 10 * t},
+                 shared={p: tuple(ms) for p, ms in shared.items()})
 
     tl = Timeline()
     tl.observe(share(0, 4, {0: ["id-a"], 1: ["id-a"]}))
