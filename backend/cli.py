@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "backend.offsets.cli",  # offsets reset, offsets delete
     "backend.chaos.cli",  # chaos
     "backend.exporter.cli",  # exporter
+    "backend.history.cli",  # history
 )
 
 
