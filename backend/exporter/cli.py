@@ -12,6 +12,7 @@ from backend.exporter.options import (
     DEFAULT_PORT,
     tcp_port,
 )
+from backend.history.cli import add_recording_args
 
 EXPORTER_HELP = "serve Prometheus /metrics for every consumer group (read-only)"
 EXPORTER = ("Watch every consumer group of a cluster read-only and serve their lag, "
@@ -37,10 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-groups", type=positive(int), default=DEFAULT_MAX_GROUPS, metavar="N",
                    help=f"export at most N groups, the first by name; the rest are counted in "
                         f"groupscope_exporter_dropped_groups_total (default {DEFAULT_MAX_GROUPS})")
+    add_recording_args(p)
 
 
 def _exporter(args: argparse.Namespace) -> int:
     from backend.exporter.serve import always_on
+    from backend.history.cli import recording
     from backend.observer.cli import cluster_settings
     from backend.proc import StopSignals
 
@@ -55,7 +58,8 @@ def _exporter(args: argparse.Namespace) -> int:
     with StopSignals(on_stop=interrupt_start_up) as signals, always_on(
             lambda: cluster_settings(args), metrics_port=args.port, metrics_address=args.address,
             alerts_file=args.alerts, per_partition=args.per_partition,
-            max_groups=args.max_groups, interval=args.interval) as on:
+            max_groups=args.max_groups, interval=args.interval,
+            history=recording(args), role="exporter") as on:
         starting = False
         print(f"exporting {on.watcher.settings.describe()} read-only: {on.describe()}",
               flush=True)

@@ -2,8 +2,10 @@
 
 A custom collector rather than Gauge objects: each scrape turns `watcher.latest()` into
 metric families, so a group that vanishes from the cluster vanishes from /metrics with no
-per-group series to remember and leak. The only state kept here is what Prometheus needs to
-be monotonic (rebalance and error counters), and it is forgotten with the group.
+per-group series to remember and leak. The rebalance counters are the memory's recorder's
+(`backend/history/recorder.py`): counted when each episode ends, by cause, and continued from
+the store after a restart, so Prometheus never sees them reset. The only state kept here is
+the collection-error counter.
 
 Labels follow what people already graph for consumer lag (kafka_exporter, Burrow's
 exporters): `cluster`, `group`, `topic`, `partition`. Cardinality is bounded: at most
@@ -19,8 +21,7 @@ yet acknowledged, is exported as is.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from confluent_kafka import ConsumerGroupState
@@ -34,8 +35,11 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from backend.cluster.groups import state_name
+from backend.contracts.history import CAUSES
 from backend.contracts.overview import HEALTH_MEANING, HEALTH_WORST_FIRST, GroupRow, Overview
 from backend.exporter.options import DEFAULT_MAX_GROUPS
+from backend.history.recorder import MEMBERSHIP, REBALANCES, UNOWNED
+from backend.history.store import CounterKey
 from backend.observer.overview_model import REBALANCING
 
 PREFIX = "groupscope_"
@@ -47,11 +51,14 @@ GROUP_STATES: tuple[str, ...] = tuple(sorted(
 CLUSTER = ("cluster",)
 BROKER = ("cluster", "broker")
 GROUP = ("cluster", "group")
+GROUP_CAUSE = ("cluster", "group", "cause")
+GROUP_CHANGE = ("cluster", "group", "change")
 GROUP_TOPIC = ("cluster", "group", "topic")
 GROUP_PARTITION = ("cluster", "group", "topic", "partition")
 TOPIC_PARTITION = ("cluster", "topic", "partition")
 
 _HEALTH_DOC = "; ".join(f"{h} = {HEALTH_MEANING[h]}" for h in HEALTH_WORST_FIRST)
+_CAUSES_DOC = ", ".join(CAUSES)
 
 # Every family the exporter may show, by name (after PREFIX): its labels and help, in one
 # list apart from the code that fills the families at each scrape, so that what /metrics
@@ -73,10 +80,22 @@ FAMILIES: dict[str, tuple[tuple[str, ...], str]] = {
     "group_state": (GROUP,
         "The group's state as Kafka names it (Stable, Empty, PreparingRebalance, ...)."),
     "group": (GROUP, "The group's type (classic, consumer, share or streams) and assignor."),
-    "group_rebalances": (GROUP,
-        "Rebalances seen since the exporter started watching the group (plus those of the "
-        "hour before, from the watcher's memory): one per episode, entering a "
-        "rebalancing state or a change of members or assignment."),
+    "group_rebalances": (GROUP_CAUSE,
+        "Rebalances of the group, one per episode (entering a rebalancing state, or a "
+        "change of members, assignment or epoch between two descriptions), counted when it "
+        f"ended, by its main cause: {_CAUSES_DOC}. Continues from the memory across "
+        "restarts."),
+    "group_membership_changes": (GROUP_CHANGE,
+        "Members that came or went in the group's rebalances, by change: joined, left (it "
+        "left the group itself), expired (its commits stopped with records waiting and the "
+        "group noticed one session later), departed (left or expired, nothing told which), "
+        "rejoined (a static member back within its session). Continues across restarts."),
+    "group_rebalancing": (GROUP,
+        "1 while the group is rebalancing (a rebalance began and has not ended), else 0."),
+    "group_unowned_partition_seconds": (GROUP,
+        "Partition-seconds the group's partitions spent without an owner during its "
+        "rebalances: a rebalance leaving 6 partitions unowned for 2 s adds 12. Continues "
+        "across restarts."),
     "group_generation": (GROUP,
         "The group's generation (classic protocol) or group epoch (consumer protocol), "
         "when the broker lets us read it."),
@@ -140,52 +159,6 @@ def _family(kind: type[F], name: str) -> F:
     return kind(f"{PREFIX}{name}", doc, labels=labels)
 
 
-@dataclass
-class _GroupCount:
-    total: int
-    last_ms: int | None
-
-
-class RebalanceCounter:
-    """A monotonic rebalance count per group, derived from the overview's rows.
-
-    A row carries the rebalances of the last hour and the time of the newest; the hour count
-    falls as old ones age out, so it cannot be a counter itself. The overview model records
-    at most one rebalance per refresh of a group, and its listeners see every cycle, so a
-    newer `last_rebalance_ms` than the one counted means exactly one more rebalance. A group
-    seen for the first time starts at its last-hour count. Observing the same overview twice
-    (once as a listener, once at scrape time) adds nothing. Groups no longer listed are
-    forgotten: their counter restarts if they come back, which Prometheus reads as a reset.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._groups: dict[str, _GroupCount] = {}
-        self._taken_ms = -1
-
-    def observe(self, overview: Overview) -> None:
-        with self._lock:
-            if overview.taken_ms < self._taken_ms:
-                return  # an older overview than one already counted
-            self._taken_ms = overview.taken_ms
-            seen: dict[str, _GroupCount] = {}
-            for row in overview.rows:
-                count = self._groups.get(row.group)
-                if count is None:
-                    count = _GroupCount(row.rebalances_last_hour, row.last_rebalance_ms)
-                elif row.last_rebalance_ms is not None and (
-                        count.last_ms is None or row.last_rebalance_ms > count.last_ms):
-                    count.total += 1
-                    count.last_ms = row.last_rebalance_ms
-                seen[row.group] = count
-            self._groups = seen
-
-    def total(self, group: str) -> int | None:
-        with self._lock:
-            count = self._groups.get(group)
-            return None if count is None else count.total
-
-
 class ErrorCounter:
     """Collection errors, a monotonic count from the overview's cycles.
 
@@ -221,19 +194,19 @@ class OverviewCollector(Collector):
     """
 
     def __init__(self, latest: Callable[[], Overview | None], per_partition: bool = False,
-                 max_groups: int = DEFAULT_MAX_GROUPS, cluster: str | None = None) -> None:
+                 max_groups: int = DEFAULT_MAX_GROUPS, cluster: str | None = None,
+                 counters: Callable[[], Mapping[CounterKey, float]] = dict) -> None:
         self.latest = latest
         self.per_partition = per_partition
         self.max_groups = max_groups
         self.cluster = cluster
-        self.rebalances = RebalanceCounter()
+        self.counters = counters  # the recorder's: rebalances, membership, unowned time
         self.errors = ErrorCounter()
         self._dropped_lock = threading.Lock()
         self._dropped_total = 0
 
     def observe(self, overview: Overview) -> None:
-        """A watcher listener: count this cycle's rebalances and errors."""
-        self.rebalances.observe(overview)
+        """A watcher listener: count this cycle's errors."""
         self.errors.observe(overview)
 
     def collect(self) -> Iterator[Metric]:
@@ -280,6 +253,12 @@ class OverviewCollector(Collector):
         state = _family(StateSetMetricFamily, "group_state")
         info = _family(InfoMetricFamily, "group")
         rebalances = _family(CounterMetricFamily, "group_rebalances")
+        changes = _family(CounterMetricFamily, "group_membership_changes")
+        rebalancing = _family(GaugeMetricFamily, "group_rebalancing")
+        unowned = _family(CounterMetricFamily, "group_unowned_partition_seconds")
+        counted: dict[str, list[tuple[CounterKey, float]]] = {}
+        for key, value in self.counters().items():
+            counted.setdefault(key.group, []).append((key, value))
         generation = _family(GaugeMetricFamily, "group_generation")
         rate = _family(GaugeMetricFamily, "group_lag_rate_messages_per_second")
         catch_up = _family(GaugeMetricFamily, "group_catch_up_seconds")
@@ -292,8 +271,15 @@ class OverviewCollector(Collector):
             states = GROUP_STATES if row.state in GROUP_STATES else (*GROUP_STATES, row.state)
             state.add_metric(g, {s: s == row.state for s in states})
             info.add_metric(g, {"protocol": row.protocol, "assignor": row.assignor or ""})
-            total = self.rebalances.total(row.group)
-            rebalances.add_metric(g, row.rebalances_last_hour if total is None else total)
+            rebalancing.add_metric(g, 1 if row.rebalancing else 0)
+            mine = sorted(counted.get(row.group, ()), key=lambda kv: kv[0].label)
+            for key, value in mine:
+                if key.name == REBALANCES:
+                    rebalances.add_metric([*g, key.label], value)
+                elif key.name == MEMBERSHIP:
+                    changes.add_metric([*g, key.label], value)
+            # present from the first scrape (0), so rate() has a baseline
+            unowned.add_metric(g, sum(v for k, v in mine if k.name == UNOWNED))
             if row.generation is not None:
                 generation.add_metric(g, row.generation)
             if row.lag_rate is not None:
@@ -304,8 +290,8 @@ class OverviewCollector(Collector):
                 lag.add_metric([*g, topic], messages)
                 if seconds is not None:
                     lag_s.add_metric([*g, topic], seconds)
-        yield from (lag, lag_s, members, health, state, info, rebalances, generation, rate,
-                    catch_up)
+        yield from (lag, lag_s, members, health, state, info, rebalances, changes, rebalancing,
+                    unowned, generation, rate, catch_up)
 
     # ---- per partition (opt-in) --------------------------------------------------------
 

@@ -27,11 +27,13 @@ from backend.cluster.settings import KafkaSettings
 from backend.exporter.metrics import OverviewCollector
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
 from backend.exporter.shared import process_watcher, register_process_watcher
+from backend.history.cli import Recording
 from backend.netutil import PortBusyError
 from backend.proc import STOP_BUDGET_S
 
 if TYPE_CHECKING:
     from backend.alerts import AlertService
+    from backend.history.recorder import HistoryRecorder
     from backend.observer.overview import OverviewWatcher
 
 log = logging.getLogger("groupscope.exporter")
@@ -39,7 +41,8 @@ log = logging.getLogger("groupscope.exporter")
 # of the stop budget: the watcher may be inside an admin request with a 15 s timeout, and
 # webhooks may be slow; neither may hold the process past STOP_WITHIN_S
 WATCHER_STOP_S = STOP_BUDGET_S * 0.4
-ALERTS_STOP_S = STOP_BUDGET_S * 0.3
+ALERTS_STOP_S = STOP_BUDGET_S * 0.2
+HISTORY_STOP_S = STOP_BUDGET_S * 0.1  # the last cycle's write, then the lease released
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,13 @@ class AlwaysOn:
     metrics_url: str | None  # None when no metrics port was asked for
     alerts: AlertService | None
     metrics_everywhere: bool = False  # served on every interface, not just the URL's
+    history: HistoryRecorder | None = None
 
     def describe(self) -> str:
         """What is on, in one line safe to print (no secret, no webhook URL)."""
         parts = []
+        if self.history is not None and self.history.path is not None:
+            parts.append(f"memory in {self.history.path}")
         if self.metrics_url:
             parts.append(f"metrics at {self.metrics_url}"
                          + (" (and on every interface)" if self.metrics_everywhere else ""))
@@ -66,7 +72,8 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
               metrics_port: int | None = None, metrics_address: str = DEFAULT_ADDRESS,
               alerts_file: str | None = None, per_partition: bool = False,
               max_groups: int = DEFAULT_MAX_GROUPS,
-              interval: float = DEFAULT_INTERVAL_S) -> Iterator[AlwaysOn]:
+              interval: float = DEFAULT_INTERVAL_S,
+              history: Recording | None = None, role: str = "exporter") -> Iterator[AlwaysOn]:
     """Run the overview watcher with its metrics server and alert service for the block.
 
     Raises a one-line error (UserError, PortBusyError, ClusterUnreachable) before starting
@@ -74,8 +81,10 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
     cannot be had. `settings` may be a resolver (a reachability check, say): it is called
     after the alerts file is read, so a typo there is reported before a slow cluster check.
     Whatever was set up is undone in reverse order, on an error or an interrupt at any step
-    too; each stop is bounded (see `_bounded`).
+    too; each stop is bounded (see `_bounded`). `history` keeps the memory (`role` names this
+    process as its writer); None keeps the rebalance counters in memory only.
     """
+    from backend.history.cli import recorder
     from backend.observer.overview import OverviewWatcher
 
     with contextlib.ExitStack() as undo:
@@ -85,11 +94,15 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
                           ALERTS_STOP_S + 0.5, "alerts")
         if callable(settings):
             settings = settings()
-        watcher = OverviewWatcher(settings, interval=interval)
+        memory = recorder(history or Recording(None), role).start()
+        undo.callback(_bounded, lambda: memory.close(timeout=HISTORY_STOP_S),
+                      HISTORY_STOP_S + 0.5, "memory")
+        watcher = OverviewWatcher(settings, interval=interval, history=memory)
         undo.callback(_bounded, lambda: watcher.stop(timeout=WATCHER_STOP_S), WATCHER_STOP_S,
                       "overview watcher")
         collector = OverviewCollector(watcher.latest, per_partition=per_partition,
-                                      max_groups=max_groups, cluster=settings.bootstrap)
+                                      max_groups=max_groups, cluster=settings.bootstrap,
+                                      counters=memory.counters)
         url = None
         if metrics_port is not None:
             server = _serve_metrics(collector, metrics_address, metrics_port)
@@ -102,7 +115,7 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
         undo.callback(_unregister, watcher)
         watcher.start()
         yield AlwaysOn(watcher, collector, url, alerts,
-                       metrics_everywhere=metrics_address in _WILDCARDS)
+                       metrics_everywhere=metrics_address in _WILDCARDS, history=memory)
 
 
 def _close_server(server: WSGIServer) -> None:

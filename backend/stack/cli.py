@@ -9,6 +9,7 @@ from pathlib import Path
 
 from backend.cli_common import add_command, positive
 from backend.exporter.options import DEFAULT_ADDRESS, tcp_port
+from backend.history.cli import add_recording_args
 from backend.paths import data_dir
 
 
@@ -86,6 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alerts", metavar="FILE",
                    help="evaluate these alert rules (TOML) from the start, with or without "
                         "a browser open")
+    add_recording_args(p)
 
     p = add_command(sub, "soak", _soak,
                     help="run the stack, kill replicas on a timer, check for leaks",
@@ -192,16 +194,17 @@ def _watch(args: argparse.Namespace) -> int:
             if args.allow_offset_writes else "read-only")
     where = (f"watching {settings.describe()} {mode} at http://{shown}:{port}"
              + (" (and on every interface)" if args.address == "0.0.0.0" else ""))
-    if args.metrics_port is None and not args.alerts:
-        print(where, flush=True)
-        return _exec_dashboard(port, args.address)
-    # always on, browser or not: the watcher, /metrics and alerts start before Streamlit,
-    # which then runs in this process so the Groups page reads the same watcher
+    # always on, browser or not: the watcher (and its memory, /metrics and alerts when asked
+    # for) start before Streamlit, which then runs in this process so the pages read the
+    # same watcher
     from backend.exporter.serve import always_on
+    from backend.history.cli import recording
 
     with always_on(settings, metrics_port=args.metrics_port,
-                   metrics_address=args.metrics_address, alerts_file=args.alerts) as on:
-        print(f"{where}; {on.describe()}", flush=True)
+                   metrics_address=args.metrics_address, alerts_file=args.alerts,
+                   history=recording(args), role="watch") as on:
+        described = on.describe()
+        print(f"{where}; {described}" if described else where, flush=True)
         _run_dashboard(port, args.address)
     return 0
 

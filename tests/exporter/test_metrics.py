@@ -20,6 +20,7 @@ from backend.contracts.overview import (
     PartitionLag,
 )
 from backend.exporter.metrics import GROUP_STATES, OverviewCollector
+from backend.history.store import CounterKey
 
 CLUSTER = "127.0.0.1:9092"
 
@@ -171,32 +172,29 @@ def test_max_groups_caps_series_and_counts_the_dropped():
     assert value(samples, "groupscope_exporter_dropped_groups_total", cluster=CLUSTER) == 6
 
 
-def test_rebalances_total_is_monotonic_and_counts_each_rebalance_once():
-    latest = Latest()
-    collector = OverviewCollector(latest)
-    clock = iter(range(10_000, 1_000_000, 10_000))
-
-    def rebalances(**kw) -> float | None:
-        latest.ov = overview(row("g", **kw), taken_ms=next(clock))
-        return value(scrape(collector), "groupscope_group_rebalances_total",
-                     cluster=CLUSTER, group="g")
-
-    # first sight: the watcher already remembered 2 rebalances in the last hour
-    assert rebalances(rebalances_last_hour=2, last_rebalance_ms=500) == 2
-    # scraped again, nothing new: no double count
-    assert rebalances(rebalances_last_hour=2, last_rebalance_ms=500) == 2
-    # a new one
-    assert rebalances(rebalances_last_hour=3, last_rebalance_ms=4_000) == 3
-    # the same overview seen by the listener and then by a scrape: still one
-    collector.observe(latest.ov)
-    assert value(scrape(collector), "groupscope_group_rebalances_total",
-                 cluster=CLUSTER, group="g") == 3
-    # old ones age out of the hour: the hourly count falls, the counter does not
-    assert rebalances(rebalances_last_hour=1, last_rebalance_ms=4_000) == 3
-    assert rebalances(rebalances_last_hour=2, last_rebalance_ms=9_000) == 4
+def test_rebalance_counters_are_the_recorders_by_cause_and_change():
+    counts: dict[CounterKey, float] = {
+        CounterKey("g", "rebalances", "expired"): 2, CounterKey("g", "rebalances", "joined"): 1,
+        CounterKey("g", "membership_changes", "expired"): 2,
+        CounterKey("g", "unowned_partition_seconds", ""): 7.5,
+        CounterKey("gone", "rebalances", "left"): 4}
+    latest = Latest(overview(row("g", rebalancing=True), row("quiet")))
+    samples = scrape(OverviewCollector(latest, counters=lambda: counts))
+    g = {"cluster": CLUSTER, "group": "g"}
+    assert value(samples, "groupscope_group_rebalances_total", cause="expired", **g) == 2
+    assert value(samples, "groupscope_group_rebalances_total", cause="joined", **g) == 1
+    assert value(samples, "groupscope_group_membership_changes_total", change="expired",
+                 **g) == 2
+    assert value(samples, "groupscope_group_unowned_partition_seconds_total", **g) == 7.5
+    assert value(samples, "groupscope_group_rebalancing", **g) == 1
+    quiet = {"cluster": CLUSTER, "group": "quiet"}
+    assert value(samples, "groupscope_group_rebalancing", **quiet) == 0
+    assert value(samples, "groupscope_group_unowned_partition_seconds_total", **quiet) == 0
+    # a group the cluster no longer lists has no series, whatever the memory counted
+    assert "gone" not in {dict(labels).get("group") for _, labels in samples}
 
 
-def test_group_that_vanishes_leaves_no_series_and_no_memory():
+def test_group_that_vanishes_leaves_no_series():
     latest = Latest(overview(row("gone", rebalances_last_hour=1, last_rebalance_ms=5),
                              row("stays")))
     collector = OverviewCollector(latest)
@@ -204,7 +202,6 @@ def test_group_that_vanishes_leaves_no_series_and_no_memory():
     latest.ov = overview(row("stays"), taken_ms=20_000)
     samples = scrape(collector)
     assert "gone" not in {dict(labels).get("group") for _, labels in samples}
-    assert collector.rebalances.total("gone") is None
 
 
 def test_own_metrics_cycle_errors_and_last_success():
