@@ -261,6 +261,7 @@ class ReplicaPool:
         self._changed = threading.Condition(self._lock)
         self._records: dict[str, ReplicaProcess] = {}
         self._recent: deque[dict[str, Any]] = deque(maxlen=50)
+        self._via: str | None = None  # "scale" while scale() starts and stops replicas
         self._closing = False
         self._spawner = _Spawner()
         self._standby: Any = None  # the warm standby's Popen, its stdin a pipe, or None
@@ -411,16 +412,20 @@ class ReplicaPool:
         stopping: list[str] = []
         with self._lock:
             self._check_open()
-            active = self._active()
-            if len(active) > n:
-                newest = sorted(active, key=lambda r: r.started_at, reverse=True)
-                for rec in newest[:len(active) - n]:
-                    self._terminate(rec, "stop")
-                    stopping.append(rec.name)
-            while len(self._active()) < n:
-                if len(self._live()) >= self.max_replicas:
-                    break  # some are still stopping; they count against the limit until gone
-                started.append(self.start().name)
+            self._via = "scale"  # what the starts and stops below say they were for
+            try:
+                active = self._active()
+                if len(active) > n:
+                    newest = sorted(active, key=lambda r: r.started_at, reverse=True)
+                    for rec in newest[:len(active) - n]:
+                        self._terminate(rec, "stop")
+                        stopping.append(rec.name)
+                while len(self._active()) < n:
+                    if len(self._live()) >= self.max_replicas:
+                        break  # some are still stopping; they count against the limit
+                    started.append(self.start().name)
+            finally:
+                self._via = None
         return {"started": started, "stopping": stopping}
 
     def wait_for(self, predicate: Callable[[list[ReplicaInfo]], bool], timeout: float) -> bool:
@@ -639,7 +644,7 @@ class ReplicaPool:
             else:
                 rec.state = "crashed"
                 rec.crashes += 1
-            self._note(rec, "exit", returncode=rec.returncode)
+            self._note(rec, "exit", returncode=rec.returncode, state=rec.state)
             respawn = rec.intent == "restart" and not self._closing
             if respawn:
                 try:
@@ -651,7 +656,7 @@ class ReplicaPool:
 
     def _note(self, rec: ReplicaProcess, action: str, **extra: Any) -> None:
         event = {"ts": time.time(), "replica": rec.name, "action": action, "pid": rec.pid,
-                 **extra}
+                 **({"via": self._via} if self._via else {}), **extra}
         self._recent.append(event)
         if self._on_event:
             with contextlib.suppress(Exception):

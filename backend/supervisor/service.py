@@ -50,6 +50,7 @@ from backend.errors import one_line
 from backend.kafkaread.reader import KafkaReader
 from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
+from backend.supervisor.memory import DemoMemory
 from backend.supervisor.names import colour_for
 from backend.supervisor.processes import (
     DEFAULT_STOP_GRACE,
@@ -67,6 +68,7 @@ log = logging.getLogger("groupscope.supervisor")
 # SIGTERM to exit: within `groupscope up`'s budget, before it stops the broker and Spark
 SHUTDOWN_BUDGET_S = STOP_BUDGET_S - LAST_WAVE_S
 FLEET_FLUSH_MIN_S = 1.0
+MEMORY_STOP_S = 1.0  # the memory's last cycle written and its lease released, or left
 
 DESCRIBE_TIMEOUT_S = 3.0
 # At start-up the first replica joins alone and the others start once it is a member of the
@@ -118,6 +120,7 @@ class ServiceConfig:
     stop_grace: float = DEFAULT_STOP_GRACE
     standby: bool = True  # a warm standby replica, with the replica command itself only
     share_group: str = DEFAULT_SHARE_GROUP  # its replicas start only when asked
+    history: bool = True  # keep the memory (<data>/history.sqlite) of every group
 
 
 class SupervisorService:
@@ -142,6 +145,7 @@ class SupervisorService:
         self._rest_lock = threading.Lock()
         self._rest_pending = False
         self._replay_lock = threading.Lock()
+        self.memory: DemoMemory | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -157,6 +161,8 @@ class SupervisorService:
                                               DESCRIBE_TIMEOUT_S)
             with contextlib.suppress(Exception):  # started and connected before any status
                 self._reader.cluster()
+            if cfg.history:
+                self.memory = DemoMemory(cfg.settings, Path(cfg.data_dir))
             if cfg.fleet:
                 from backend.fleet.simulator import FleetSimulator
 
@@ -174,8 +180,7 @@ class SupervisorService:
                              standby=cfg.standby
                              and tuple(cfg.replica_command) == default_replica_command()),
                 options=cfg.options, max_replicas=cfg.max_replicas,
-                on_event=lambda e: log.info("replica %s: %s (pid %s)", e["replica"],
-                                            e["action"], e["pid"]))
+                on_event=lambda e: self._replica_event(cfg.group, "replica", e))
             self.share_pool = ReplicaPool(
                 LaunchConfig(group=cfg.share_group, topic=cfg.topic,
                              bootstrap=cfg.settings.bootstrap, kafka_config=cfg.kafka_config,
@@ -184,8 +189,7 @@ class SupervisorService:
                              env={"GROUPSCOPE_DATA": str(Path(cfg.data_dir).resolve())},
                              stop_grace=cfg.stop_grace, share=True),
                 max_replicas=cfg.max_replicas,
-                on_event=lambda e: log.info("share replica %s: %s (pid %s)", e["replica"],
-                                            e["action"], e["pid"]))
+                on_event=lambda e: self._replica_event(cfg.share_group, "share replica", e))
             self.server = self._serve(self, self.token, port=cfg.port)
             self.server.start_background()
             write_control_files(Path(cfg.data_dir), self.server.url, self.token,
@@ -196,6 +200,16 @@ class SupervisorService:
             self.close()
             raise
         return self
+
+    def _replica_event(self, group: str, what: str, event: dict) -> None:
+        log.info("%s %s: %s (pid %s)", what, event["replica"], event["action"], event["pid"])
+        if self.memory is not None:
+            self.memory.note(group, event)
+
+    def _booted(self) -> None:
+        """From now on a replica started or stopped is the presenter's doing."""
+        if self.memory is not None:
+            self.memory.booting = False
 
     def _start_replicas(self, n: int) -> None:
         """The first replica alone, the others once the broker lists it as a member (or
@@ -210,6 +224,7 @@ class SupervisorService:
         pool = self._pool()
         if n <= 1 or tuple(self.config.replica_command) != default_replica_command():
             pool.scale(n)
+            self._booted()
             return
         pool.hold_standby(True)
         self._rest_pending = True
@@ -233,6 +248,7 @@ class SupervisorService:
                     self._rest_pending = False
                     self._pool().scale(n)
         finally:
+            self._booted()
             with contextlib.suppress(PoolError):
                 self._pool().hold_standby(False)
 
@@ -241,6 +257,7 @@ class SupervisorService:
         user's, so whatever the start-up still meant to start is not started."""
         with self._rest_lock:
             self._rest_pending = False
+        self._booted()
         return self._pool()
 
     def close(self, budget: float = SHUTDOWN_BUDGET_S) -> None:
@@ -251,6 +268,9 @@ class SupervisorService:
         deadline = time.monotonic() + budget
         self._closing.set()
         remove_control_files(Path(self.config.data_dir))
+        if self.memory is not None:  # first: its watcher reads through the reader closed last
+            self.memory.close(timeout=MEMORY_STOP_S)
+            self.memory = None
         if self.server is not None:
             self.server.stop()
             self.server = None

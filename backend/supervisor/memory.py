@@ -1,0 +1,64 @@
+"""The demo's memory: the backend watches every group of its cluster for the memory, and
+tells it what it did to its replicas, so an episode says "killed by the presenter".
+
+A replica pool's events (`ReplicaPool._note`) become the memory's `Action`s here, the one
+place that knows what each event means: a kill, a stop or a start, made by a control
+request (the presenter), by the start-up (`up`), or a replica crashing on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from backend.cluster.settings import KafkaSettings
+from backend.contracts.history import HISTORY_FILE, Action
+from backend.history.cli import Recording, recorder
+from backend.history.recorder import HistoryRecorder
+from backend.observer.overview import OverviewWatcher
+
+log = logging.getLogger("groupscope.supervisor")
+
+# the backend's watcher cycle: a crashed replica's dead time is measured to about this
+MEMORY_INTERVAL_S = 1.0
+
+
+def replica_action(group: str, event: dict[str, Any], by: str) -> Action | None:
+    """The memory's word for a pool event; None for the events that are not one (an exit
+    the supervisor asked for, a forced kill after a stop's grace)."""
+    kind, via = event.get("action"), event.get("via")
+    if kind == "exit":
+        if event.get("state") != "crashed":
+            return None
+        return Action(int(event["ts"] * 1000), group, event["replica"], "crash",
+                      exit_code=event.get("returncode"), by="supervisor")
+    word = {"kill": "kill", "restart": "restart",
+            "stop": "scale-down" if via == "scale" else "stop",
+            "start": "scale-up" if via == "scale" and by != "up" else "start"}.get(str(kind))
+    if word is None:
+        return None
+    return Action(int(event["ts"] * 1000), group, event["replica"], word, by=by)
+
+
+class DemoMemory:
+    """The backend's recorder and the watcher that feeds it, started and stopped together."""
+
+    def __init__(self, settings: KafkaSettings, data_dir: Path,
+                 interval: float = MEMORY_INTERVAL_S) -> None:
+        self.recorder: HistoryRecorder = recorder(Recording(Path(data_dir) / HISTORY_FILE),
+                                                  "backend").start()
+        self.watcher = OverviewWatcher(settings, interval=interval, history=self.recorder,
+                                       lag_seconds=False).start()
+        self.booting = True  # replicas started now are the start-up's, not the presenter's
+
+    def note(self, group: str, event: dict[str, Any]) -> None:
+        action = replica_action(group, event, "up" if self.booting else "presenter")
+        if action is not None:
+            self.recorder.record_action(action)
+
+    def close(self, timeout: float = 3.0) -> None:
+        began = time.monotonic()
+        self.watcher.stop(timeout=timeout / 2)
+        self.recorder.close(timeout=max(0.5, timeout - (time.monotonic() - began)))
