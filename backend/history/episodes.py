@@ -169,8 +169,9 @@ class EpisodeTracker:
         for ep in list(self._finishing):
             if ep not in changed and self._follow(ep, f, moved):
                 changed.append(ep)
-        for p in moved:
+        for p in moved:  # only now: an episode this frame began compares with before it
             self._progress_ms[p] = f.taken_ms
+            self._moved_ms[p] = f.taken_ms
         if f.settled and self._open is None:
             self._settled = f
         self._prev = f
@@ -239,12 +240,11 @@ class EpisodeTracker:
         def client(m: str | None) -> str | None:
             return None if m is None else names[m].client_id if m in names else m
 
-        if ep.seen_as == "rejoin":
+        came = [names[m] for m in sorted(f.members.keys() - before.members.keys())]
+        went = [before.members[m] for m in sorted(before.members.keys() - f.members.keys())]
+        if ep.seen_as == "rejoin":  # the same members by client: nobody came, went or moved
             ep.moved, ep.joined, ep.left = (), (), ()
-            came, went = [], []
         else:
-            came = [names[m] for m in sorted(f.members.keys() - before.members.keys())]
-            went = [before.members[m] for m in sorted(before.members.keys() - f.members.keys())]
             ep.joined = tuple(sorted(m.client_id for m in came))
             ep.left = tuple(sorted(m.client_id for m in went))
             ep.moved = tuple(
@@ -259,9 +259,10 @@ class EpisodeTracker:
                 self._add_gap(ep, s, ep.first_after[s])
             else:
                 ep.gaps_pending.add(s)
+        rejoin = ep.seen_as == "rejoin"
         evidence = Evidence(
-            before=before, after=f, seen_as=ep.seen_as, joined=tuple(came),
-            departed=tuple(self._departure(ep, m) for m in went),
+            before=before, after=f, seen_as=ep.seen_as, joined=() if rejoin else tuple(came),
+            departed=() if rejoin else tuple(self._departure(ep, m) for m in went),
             grown=self._growth_for(ep), actions=self._actions_for(ep, came, went, actions))
         ep.causes = causes(evidence)
         self._finishing.append(ep)
@@ -366,7 +367,6 @@ class EpisodeTracker:
                 last = self._moved_ms.get(s)
                 if last is not None:
                     self._cadence.append(f.taken_ms - last)
-                self._moved_ms[s] = f.taken_ms
                 if off < was:
                     back += was - off
         if back:

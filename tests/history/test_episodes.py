@@ -104,6 +104,22 @@ def test_a_crashed_member_is_expired_with_its_dead_time_and_the_episodes_impact(
     assert ep.final and ep.impact.lag_after is not None
 
 
+def test_an_expiry_that_fell_between_two_polls_is_still_an_expiry():
+    """The new owner already committed the dead member's partitions in the poll that first
+    shows it gone: that commit is the new owner's, not a sign of life of the dead one."""
+    g = Group(members={"id-a": "a", "id-b": "b"})
+    g.spread("id-a", "id-b")
+    run(g, 0, 3)
+    g.dead.add("id-b")
+    run(g, 3, 9)
+    del g.members["id-b"]
+    g.spread("id-a")  # settled again by the next poll, and committing
+    run(g, 9, 12)
+    (ep,) = g.final()
+    assert (ep.seen_as, ep.cause) == ("assignment", EXPIRED)
+    assert 5_000 <= ep.causes[0].dead_ms <= 6_000
+
+
 def test_a_member_that_left_cleanly_is_left_and_was_never_dead():
     g = Group(members={"id-a": "a", "id-b": "b"})
     g.spread("id-a", "id-b")
