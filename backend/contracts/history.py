@@ -87,7 +87,7 @@ class Action:
     replica: str  # the replica's name, its members' client id
     action: str  # a key of ACTION_CAUSES
     exit_code: int | None = None  # a crash's
-    by: str = "presenter"  # presenter (a control request), up (start-up), supervisor
+    by: str = "presenter"  # presenter (a control request), up (the demo's start-up), supervisor
 
     @property
     def cause(self) -> str:
@@ -175,6 +175,12 @@ class Episode:
     @property
     def cause(self) -> str:
         return main_cause([c.kind for c in self.causes])
+
+    @property
+    def rebalance(self) -> bool:
+        """A rejoin (a static member back within its session) moved nothing and is no
+        rebalance: it is kept and shown, but not counted as one."""
+        return self.seen_as != "rejoin"
 
     @property
     def duration_ms(self) -> int | None:

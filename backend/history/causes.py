@@ -96,7 +96,9 @@ def supervisor_actions(ev: Evidence) -> list[Cause]:
             verb = {"kill": "killed (SIGKILL)", "stop": "stopped", "restart": "restarted",
                     "scale-up": "started to scale up", "scale-down": "stopped to scale down",
                     "start": "started"}[a.action]
-            text = f"replica {a.replica} {verb} by the {a.by}"
+            who = {"presenter": "by the presenter", "up": "at the demo's start-up"}.get(
+                a.by, f"by the {a.by}")
+            text = f"replica {a.replica} {verb} {who}"
         out.append(Cause(a.cause, text, member=a.replica,
                          exit_code=a.exit_code if a.cause == CRASHED else None))
     return out

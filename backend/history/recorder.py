@@ -170,7 +170,8 @@ class HistoryRecorder:
         self._counted[(ep.group, ep.start_ms)] = None
         while len(self._counted) > COUNTED_KEEP:
             self._counted.popitem(last=False)
-        self._add(CounterKey(ep.group, REBALANCES, ep.cause), 1)
+        if ep.rebalance:
+            self._add(CounterKey(ep.group, REBALANCES, ep.cause), 1)
         for c in ep.causes:
             if c.kind in MEMBERSHIP_CHANGES:
                 self._add(CounterKey(ep.group, MEMBERSHIP, c.kind), 1)

@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS groups(
     UNIQUE(cluster_id, name));
 CREATE TABLE IF NOT EXISTS episodes(
     group_id INTEGER NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER,
-    cause TEXT NOT NULL, final INTEGER NOT NULL, body BLOB NOT NULL,
+    cause TEXT NOT NULL, final INTEGER NOT NULL, rebalance INTEGER NOT NULL, body BLOB NOT NULL,
     PRIMARY KEY(group_id, start_ms)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS episodes_by_time ON episodes(start_ms);
 CREATE TABLE IF NOT EXISTS states(
@@ -254,11 +254,12 @@ class SqliteStore(HistoryStore):
             gid = lambda g: self._group_id(db, cid, g)  # noqa: E731
             if cycle.episodes:
                 db.executemany(
-                    "INSERT INTO episodes VALUES(?, ?, ?, ?, ?, ?) "
+                    "INSERT INTO episodes VALUES(?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(group_id, start_ms) DO UPDATE SET end_ms=excluded.end_ms, "
-                    "cause=excluded.cause, final=excluded.final, body=excluded.body",
+                    "cause=excluded.cause, final=excluded.final, "
+                    "rebalance=excluded.rebalance, body=excluded.body",
                     [(gid(e.group), e.start_ms, e.end_ms, e.cause, int(e.final),
-                      EPISODE_JSON.dump_json(e)) for e in cycle.episodes])
+                      int(e.rebalance), EPISODE_JSON.dump_json(e)) for e in cycle.episodes])
             if cycle.states:
                 db.executemany(
                     "INSERT OR REPLACE INTO states VALUES(?, ?, ?, ?, ?, ?, ?)",
@@ -384,12 +385,13 @@ class SqliteStore(HistoryStore):
         starts: dict[str, list[int]] = {}
         for name, start in self._read(
                 "SELECT g.name, e.start_ms FROM episodes e JOIN groups g ON g.id=e.group_id "
-                "WHERE g.cluster_id=? AND e.start_ms>=? ORDER BY e.start_ms", (cid, since_ms)):
+                "WHERE g.cluster_id=? AND e.start_ms>=? AND e.rebalance ORDER BY e.start_ms",
+                (cid, since_ms)):
             starts.setdefault(name, []).append(start)
         last = {name: (start, cause) for name, start, cause in self._read(
             "SELECT g.name, max(e.start_ms), e.cause FROM episodes e "
             "JOIN groups g ON g.id=e.group_id WHERE g.cluster_id=? AND e.end_ms IS NOT NULL "
-            "GROUP BY e.group_id", (cid,))}
+            "AND e.rebalance GROUP BY e.group_id", (cid,))}
         return Seed({g: tuple(v) for g, v in starts.items()}, last, self.counters(cluster))
 
     def actions(self, cluster: str, since_ms: int) -> list[Action]:

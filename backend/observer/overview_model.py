@@ -238,6 +238,8 @@ class OverviewModel:
         frame = frame_from(desc, reading.taken_ms, reading.committed, ends, counts, total)
         for ep in mem.tracker.observe(frame, actions):
             self._episodes.append(ep)
+            if not ep.rebalance:
+                continue  # kept by the memory, not counted
             if not mem.starts or ep.start_ms > mem.starts[-1]:
                 mem.starts.append(ep.start_ms)
             if mem.last_rebalance_ms is None or ep.start_ms >= mem.last_rebalance_ms:
