@@ -10,19 +10,18 @@ hysteresis. A cycle where a value is unknown (a group not described yet) breaks 
 and changes nothing else.
 
 Memory is bounded: an entry exists only while a condition is bad or an incident is firing,
-groups that vanish from the listing resolve and are forgotten, at most `max_groups` groups are
-tracked, and rebalance times are kept per group only for the longest window a rule asks for.
+groups that vanish from the listing resolve and are forgotten, and at most `max_groups` groups
+are tracked. A storm rule counts the rebalances each row carries (`GroupRow.rebalance_times`,
+the overview's starts of the last hour, continued from the memory across restarts).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from backend.alerts.rules import (
-    MAX_MORE_THAN,
     BaseRule,
     EmptyLagRule,
     HealthRule,
@@ -66,16 +65,6 @@ class _Incident:
     was: str = ""  # the firing text's value, for the resolve message (e.g. the health state)
 
 
-@dataclass
-class _Rebalances:
-    """Rebalance times of one group, counted from successive rows (the rows carry only the
-    last hour's count and the latest time)."""
-
-    count: int
-    last_ms: int | None
-    times: deque[int] = field(default_factory=deque)
-
-
 class _Reading(NamedTuple):
     bad: bool | None  # None: not known this cycle
     good: bool | None
@@ -89,11 +78,6 @@ class AlertEngine:
         self.untracked = 0  # groups the last overview had beyond `max_groups`
         self._incidents: dict[tuple[str, int], _Incident] = {}  # (group, rule index)
         self._tracked: set[str] = set()
-        self._rebalances: dict[str, _Rebalances] = {}
-        storms = [r for r in self.rules if isinstance(r, RebalancesRule)]
-        self._storm_rules = {i for i, r in enumerate(self.rules) if isinstance(r, RebalancesRule)}
-        self._window_ms = max((r.within_ms for r in storms), default=0)
-        self._keep = min(MAX_MORE_THAN, max((r.more_than for r in storms), default=0)) + 1
         self._last_ms: int | None = None
         self._applicable: dict[str, tuple[int, ...]] = {}  # group -> rules; this cycle's groups
 
@@ -123,8 +107,6 @@ class AlertEngine:
                     self.untracked += 1
                     continue
                 self._tracked.add(group)
-            if self._storm_rules.intersection(applicable):
-                self._count_rebalances(row, now)
             for i in applicable:
                 t = self._step(i, row, overview)
                 if t is not None:
@@ -179,8 +161,6 @@ class AlertEngine:
                     ov.taken_ms, inc.fired_ms,
                     f"group {group} is no longer listed (deleted or expired)"))
         self._tracked -= gone
-        for group in gone:
-            self._rebalances.pop(group, None)
         return out
 
     # ---- conditions -----------------------------------------------------------------------
@@ -202,7 +182,9 @@ class AlertEngine:
             bad = row.lag_messages > 0
             return _Reading(bad, not bad, row.lag_messages)
         if isinstance(rule, RebalancesRule):
-            n = self._rebalances_within(row.group, now, rule.within_ms)
+            # the row's starts of the last hour (the longest window a rule may ask for),
+            # continued from the memory across restarts
+            n = sum(1 for t in row.rebalance_times if t > now - rule.within_ms)
             return _Reading(n > rule.more_than, n <= rule.more_than, n)
         raise TypeError(f"no condition for rule kind {rule.kind!r}")
 
@@ -237,34 +219,6 @@ class AlertEngine:
         assert isinstance(rule, RebalancesRule)
         return (f"group {g} rebalanced {_times(r.value)} in the last "
                 f"{format_duration(rule.within_ms)} for {held}, {lasted}")
-
-    # ---- rebalance counting ---------------------------------------------------------------
-
-    def _count_rebalances(self, row: GroupRow, now: int) -> None:
-        """Add this row's new rebalances: more in the last hour than last time, or a newer
-        latest time (the hourly count can stay level while old ones age out)."""
-        seen = self._rebalances.get(row.group)
-        if seen is None:
-            seen = self._rebalances[row.group] = _Rebalances(
-                row.rebalances_last_hour, row.last_rebalance_ms, deque(maxlen=self._keep))
-            if row.last_rebalance_ms is not None and row.last_rebalance_ms > now - self._window_ms:
-                seen.times.append(row.last_rebalance_ms)  # the one we know the time of
-            return
-        new = max(0, row.rebalances_last_hour - seen.count)
-        if row.last_rebalance_ms is not None and (seen.last_ms is None
-                                                  or row.last_rebalance_ms > seen.last_ms):
-            new = max(new, 1)
-        stamp = row.last_rebalance_ms if row.last_rebalance_ms is not None else now
-        if seen.times:
-            stamp = max(stamp, seen.times[-1])  # keep the deque in time order
-        seen.times.extend([stamp] * min(new, self._keep))
-        seen.count, seen.last_ms = row.rebalances_last_hour, row.last_rebalance_ms
-        while seen.times and seen.times[0] <= now - self._window_ms:
-            seen.times.popleft()
-
-    def _rebalances_within(self, group: str, now: int, window_ms: int) -> int:
-        seen = self._rebalances.get(group)
-        return 0 if seen is None else sum(1 for t in seen.times if t > now - window_ms)
 
 
 def _amount(rule: ThresholdRule, value: float) -> str:

@@ -1,6 +1,7 @@
 """Helpers for the alert tests: synthetic overview rows, and a real HTTP receiver.
 
-No broker: the engine is pure and the sinks speak plain HTTP, so these run in a few seconds.
+The engine is pure and the sinks speak plain HTTP, so most of these need no broker and run in
+a few seconds; the storm test (test_storm_live.py) drives a real group on the broker.
 """
 
 from __future__ import annotations

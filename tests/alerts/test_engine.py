@@ -177,12 +177,12 @@ def test_an_empty_group_with_lag() -> None:
 
 
 def storm(times_s: list[float]) -> Callable[[float], GroupRow]:
-    """A group that rebalanced at `times_s`: the rows carry the last hour's count and the
-    latest time, as the overview does."""
+    """A group that rebalanced at `times_s`: the rows carry the starts of the last hour, as
+    the overview does."""
     def at(t: float) -> GroupRow:
-        done = [x for x in times_s if x <= t]
-        return row(rebalances_last_hour=len([x for x in done if x > t - 3600]),
-                   last_rebalance_ms=round(done[-1] * 1000) if done else None)
+        done = [round(x * 1000) for x in times_s if t - 3600 < x <= t]
+        return row(rebalances_last_hour=len(done), rebalance_times=tuple(done),
+                   last_rebalance_ms=done[-1] if done else None)
     return at
 
 
@@ -195,22 +195,13 @@ def test_a_rebalance_storm_fires_on_the_count_and_resolves_after_a_quiet_window(
                    (1230, RESOLVED, "rebalances rule #1", "g")]
 
 
-def test_rebalances_are_counted_when_the_hourly_count_stays_level() -> None:
-    """Old rebalances age out of the hour while new ones come: the count stays 5, but each
-    new `last_rebalance_ms` is one more rebalance."""
+def test_a_storm_counts_the_rows_rebalances_within_its_window_only() -> None:
+    """Rebalances older than the rule's window do not count, however many the hour had."""
     eng = engine('[[rule]]\nkind = "rebalances"\nmore_than = 2\nwithin = "1m"\n')
-    got = run(eng, [(t, [row(rebalances_last_hour=5, last_rebalance_ms=t * 1000 - 1)])
+    old = tuple(range(1000, 30_000, 1000))  # 29 rebalances, long before
+    got = run(eng, [(t, [row(rebalance_times=(*old, *range(100_000, t * 1000, 10_000)))])
                     for t in (100, 110, 120, 130)])
-    # the first row's rebalance counts (it is within the window), then one more per row
-    assert got == [(120, FIRING, "rebalances rule #1", "g")]
-
-
-def test_rebalance_counting_is_bounded() -> None:
-    eng = engine('[[rule]]\nkind = "rebalances"\nmore_than = 3\n')
-    got = run(eng, [(10, [row(rebalances_last_hour=0)]),
-                    (20, [row(rebalances_last_hour=50_000, last_rebalance_ms=19_000)])])
-    assert got == [(20, FIRING, "rebalances rule #1", "g")]
-    assert len(eng._rebalances["g"].times) == 4  # more_than + 1 is all a rule can ask about
+    assert got == [(130, FIRING, "rebalances rule #1", "g")]  # 100, 110, 120 s: 3 > 2
 
 
 def test_group_patterns_and_excludes() -> None:
@@ -252,8 +243,8 @@ def test_an_overview_the_cluster_could_not_list_changes_nothing() -> None:
 
 def test_a_repeated_or_older_overview_is_ignored() -> None:
     eng = engine('[[rule]]\nkind = "rebalances"\nmore_than = 1\n')
-    assert eng.observe(overview(10, row(rebalances_last_hour=1, last_rebalance_ms=9000))) == []
-    again = overview(20, row(rebalances_last_hour=2, last_rebalance_ms=19_000))
+    assert eng.observe(overview(10, row(rebalance_times=(9000,)))) == []
+    again = overview(20, row(rebalance_times=(9000, 19_000)))
     assert [x.state for x in eng.observe(again)] == [FIRING]
     assert eng.observe(again) == []
     assert eng.observe(overview(15, row())) == []
