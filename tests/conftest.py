@@ -72,6 +72,26 @@ class _ClusterUsers:
 _CLUSTER_USERS = _ClusterUsers()
 
 
+_DATA_DIR: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A data directory of the run's own for whatever a test starts without naming one (an
+    exporter keeps its memory there), never the checkout's `.groupscope`."""
+    if not os.environ.get("GROUPSCOPE_DATA"):
+        import tempfile
+
+        _DATA_DIR.append(Path(tempfile.mkdtemp(prefix="groupscope-test-data-")))
+        os.environ["GROUPSCOPE_DATA"] = str(_DATA_DIR[0])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    for path in _DATA_DIR:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules that use the three-node cluster run one after another, where the first of
     them stood: its three JVMs idle at 5-10 % of a core each, so spread from a tenth of the run

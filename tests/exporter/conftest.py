@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import urllib.request
@@ -70,12 +71,14 @@ def groupscope(tmp_path: Path) -> Iterator[Callable[..., Command]]:
     still running and SIGKILLs it after 5 s, also when the test failed."""
     made: list[Command] = []
 
-    def start(*args: str) -> Command:
+    def start(*args: str, data: Path | None = None) -> Command:
+        """`data`: the data directory (the memory's), the test's own `data/` by default."""
         n = len(made)
         out, err = tmp_path / f"cmd{n}.out", tmp_path / f"cmd{n}.err"
+        env = dict(os.environ, GROUPSCOPE_DATA=str(data or tmp_path / "data"))
         with open(out, "wb") as o, open(err, "wb") as e:
             proc = spawn([sys.executable, "-m", "backend.cli", *args], cwd=REPO, stdout=o,
-                         stderr=e, stdin=subprocess.DEVNULL)
+                         stderr=e, stdin=subprocess.DEVNULL, env=env)
         made.append(Command(proc, out, err))
         return made[-1]
 

@@ -12,6 +12,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from backend.contracts.history import EXPIRED
 from backend.contracts.overview import HEALTH_WORST_FIRST
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import STOP_WITHIN_S, abort_if_exited
@@ -45,12 +46,18 @@ def one_line_error(cmd: Command, timeout: float = 30) -> str:
     return err
 
 
+def rebalances(samples, group: str) -> dict[str, float]:
+    """The group's rebalance counters by cause."""
+    return {dict(labels)["cause"]: v for (name, labels), v in samples.items()
+            if name == "groupscope_group_rebalances_total" and dict(labels)["group"] == group}
+
+
 def health_of(samples, cluster: str, group: str) -> dict[str, float | None]:
     return {h: value(samples, "groupscope_group_health", cluster=cluster, group=group,
                      groupscope_group_health=h) for h in HEALTH_WORST_FIRST}
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_exporter_serves_every_group_and_stops_on_sigterm(
         kafka, unique, groupscope, members_factory, producer_factory):
     c = kafka.bootstrap
@@ -119,26 +126,47 @@ def test_exporter_serves_every_group_and_stops_on_sigterm(
     assert time.time() - 30 < last <= time.time()
     assert value(s, "process_resident_memory_bytes") > 0
 
-    # a member dies: the group rebalances once, and the counter says so
+    # a member dies: the group rebalances once, and the counters say so, by cause
     g = {"cluster": c, "group": live}
-    before = value(s, "groupscope_group_rebalances_total", **g)
-    assert before is not None
+    before = rebalances(s, live)
+    assert value(s, "groupscope_group_rebalancing", **g) == 0
     members.kill("exp-b")
 
     def rebalanced():
         s = scrape(port)
         return s if (value(s, "groupscope_group_members", **g) == 1
-                     and value(s, "groupscope_group_state", **g,
-                               groupscope_group_state="Stable") == 1) else None
+                     and value(s, "groupscope_group_rebalances_total", cause=EXPIRED, **g)
+                     ) else None
 
-    s = wait_until(rebalanced, timeout=45, interval=0.5, what="the live group down to one")
-    assert value(s, "groupscope_group_rebalances_total", **g) == before + 1
+    try:
+        s = wait_until(rebalanced, timeout=45, interval=0.5, what="the live group down to one")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; its rebalances: {rebalances(scrape(port), live)}") \
+            from None
+    assert sum(rebalances(s, live).values()) == sum(before.values()) + 1
+    assert rebalances(s, live)[EXPIRED] == before.get(EXPIRED, 0) + 1
+    assert value(s, "groupscope_group_membership_changes_total", change=EXPIRED, **g) >= 1
+    counted = {**rebalances(s, live), "unowned": value(
+        s, "groupscope_group_unowned_partition_seconds_total", **g)}
 
     started = time.monotonic()
     cmd.proc.send_signal(signal.SIGTERM)
     assert cmd.proc.wait(STOP_WITHIN_S + 5) == 0, cmd.stderr()
     assert time.monotonic() - started < STOP_WITHIN_S
     assert not port_open("127.0.0.1", port)
+
+    # the memory outlives the exporter: `history` names the cause, and a new exporter's
+    # counters continue where the last one's stopped
+    out = groupscope("history", "--group", live, "--bootstrap", c, "--since", "1h")
+    assert out.proc.wait(60) == 0, out.stderr()
+    assert "expired" in out.stdout() and "exp-b" in out.stdout()
+    again = groupscope("exporter", "--bootstrap", c, "--port", str(port), "--interval", "1")
+    wait_serving(again, port)
+    s = wait_until(lambda: (s := scrape(port)) and rebalances(s, live) and s, 30,
+                   what="the live group's counters after the restart")
+    assert rebalances(s, live) == {k: v for k, v in counted.items() if k != "unowned"}
+    assert value(s, "groupscope_group_unowned_partition_seconds_total", **g) == \
+        counted["unowned"]
 
 
 @pytest.mark.timeout(90)

@@ -83,6 +83,12 @@ class Members:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
 
+    def close(self, client_id: str) -> None:
+        """SIGINT: the member closes its consumer (a final commit, then LeaveGroup)."""
+        proc = self.procs.pop(client_id)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+
     def stop_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +24,18 @@ import psutil
 import pytest
 
 from backend.contracts.control import ReplicaInfo
+from backend.contracts.history import (
+    DEPARTED,
+    EPISODES_JSON,
+    EXPIRED,
+    HISTORY_FILE,
+    KILLED,
+    SCALED,
+    STARTED,
+    STOPPED,
+    Cause,
+    Episode,
+)
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient, ControlError
 from tests.supervisor.conftest import (
@@ -262,6 +276,34 @@ def test_scale_kill_stop_restart_match_the_broker(backend: Backend) -> None:
     bruno = next(r for r in b.status().replicas if r.name == "bruno")
     assert bruno.state == "running" and bruno.pid != old_pid and bruno.restarts == 2
     assert not pid_alive(old_pid)
+
+
+def test_the_memory_says_what_the_presenter_did_to_each_replica(backend: Backend) -> None:
+    """The backend keeps the memory: `groupscope history` names each action of the test
+    above on the episode it caused."""
+    b = backend
+
+    def episodes() -> list[Episode]:
+        out = subprocess.run(
+            [sys.executable, "-m", "backend.cli", "history", "--group", b.group, "--history",
+             str(b.data_dir / HISTORY_FILE), "--bootstrap", b.kafka.bootstrap, "--since", "1h",
+             "--json"], capture_output=True, text=True, timeout=60, check=True)
+        return list(EPISODES_JSON.validate_json(out.stdout))
+
+    def by(kind: str, replica: str) -> list[Cause]:
+        return [c for e in episodes() for c in e.causes if c.kind == kind
+                and c.member == replica]
+
+    # the last restart's episode may still be written when this test starts
+    wait_until(lambda: by(STOPPED, "ada"), 30, what="ada's stop in the memory")
+    (kill,) = [e for e in episodes() if KILLED in {c.kind for c in e.causes}]
+    assert kill.cause == KILLED and kill.left == ("bruno",)
+    assert "bruno killed (SIGKILL) by the presenter" in kill.causes[0].evidence
+    assert {c.kind for c in kill.causes if c.member == "bruno"} & {EXPIRED, DEPARTED}
+    assert {c.member for c in kill.causes} == {"bruno"}
+    assert by(SCALED, "dmitri") and by(SCALED, "elif") and by(SCALED, "chloe")
+    started = by(STARTED, "chloe")  # at the start-up, after ada (whose join began the group)
+    assert started and all("at the demo's start-up" in c.evidence for c in started)
 
 
 def test_sigterm_of_the_supervisor_leaves_no_replica(backend: Backend) -> None:

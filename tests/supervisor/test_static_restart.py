@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from backend.contracts import Snapshot, events_topic
+from backend.contracts.history import HISTORY_FILE, REJOINED, RESTARTED, Episode
+from backend.history.sqlite import SqliteStore
 from backend.netutil import wait_until
 from backend.observer.observer import Observer
 from backend.replica.membership import STATIC_SESSION_TIMEOUT_MS
@@ -74,6 +76,16 @@ def _settled(observer: Observer, events: EventLog) -> Snapshot | None:
         if _moves(events, m.client_id)[-1:] != [("assigned", tuple(m.partitions))]:
             return None
     return snap
+
+
+def _remembered(b: Backend, since_ms: int) -> list[Episode]:
+    """The group's ended episodes since `since_ms` in the backend's memory."""
+    store = SqliteStore(b.data_dir / HISTORY_FILE)
+    try:
+        return [e for c in store.clusters() for e in store.episodes(c.key, b.group, since_ms)
+                if e.end_ms is not None]
+    finally:
+        store.close()
 
 
 @pytest.mark.timeout(300)
@@ -133,6 +145,16 @@ def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair
               [(r.reason, r.generation, r.moved) for r in recent])
         # the timeline tells the restart apart: a rejoin, nothing moved, no rebalance
         assert all(r.reason == "rejoin" and not r.moved for r in recent), recent
+        assert all(r.cause == REJOINED and "ada" in r.evidence[0] for r in recent), recent
+        # and the backend's memory keeps it, joined to the presenter's restart
+        remembered = wait_until(lambda: _remembered(b, since_ms), 30,
+                                what="the restart in the backend's memory")
+        assert [e.seen_as for e in remembered] == ["rejoin"], remembered
+        (episode,) = remembered
+        assert episode.cause == RESTARTED and not episode.rebalance
+        assert [c.kind for c in episode.causes] == [RESTARTED, REJOINED]
+        assert "ada restarted by the presenter" in episode.causes[0].evidence
+        assert episode.impact.moved == () and episode.joined == episode.left == ()
 
         def ada_moves() -> list[tuple[str, tuple[int, ...]]]:
             return _moves(events, "ada", since)
