@@ -29,6 +29,8 @@ def replica_action(group: str, event: dict[str, Any], by: str) -> Action | None:
     """The memory's word for a pool event; None for the events that are not one (an exit
     the supervisor asked for, a forced kill after a stop's grace)."""
     kind, via = event.get("action"), event.get("via")
+    if kind == "start" and via == "restart":
+        return None  # the restart's own second half: its "restart" says it all
     if kind == "exit":
         if event.get("state") != "crashed":
             return None

@@ -261,7 +261,9 @@ class ReplicaPool:
         self._changed = threading.Condition(self._lock)
         self._records: dict[str, ReplicaProcess] = {}
         self._recent: deque[dict[str, Any]] = deque(maxlen=50)
-        self._via: str | None = None  # "scale" while scale() starts and stops replicas
+        # what the starts and stops being made are for: "scale" while scale() makes them,
+        # "restart" while a restarting replica starts again
+        self._via: str | None = None
         self._closing = False
         self._spawner = _Spawner()
         self._standby: Any = None  # the warm standby's Popen, its stdin a pipe, or None
@@ -647,11 +649,14 @@ class ReplicaPool:
             self._note(rec, "exit", returncode=rec.returncode, state=rec.state)
             respawn = rec.intent == "restart" and not self._closing
             if respawn:
+                self._via = "restart"  # this start is the second half of the restart
                 try:
                     self._spawn(rec.name, restarts=rec.restarts + 1, crashes=rec.crashes,
                                 options=rec.options)
                 except PoolError as exc:
                     self._note(rec, "restart-failed", error=str(exc))
+                finally:
+                    self._via = None
             self._changed.notify_all()
 
     def _note(self, rec: ReplicaProcess, action: str, **extra: Any) -> None:
