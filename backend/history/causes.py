@@ -63,6 +63,7 @@ class Evidence:
     seen_as: str
     joined: tuple[Member, ...] = ()
     departed: tuple[Departure, ...] = ()
+    passing: tuple[Member, ...] = ()  # joined, and gone again before the group settled
     grown: tuple[tuple[str, int, int], ...] = ()  # (topic, partitions before, after)
     actions: tuple[Action, ...] = ()  # the supervisor's, on replicas named in the episode
 
@@ -127,7 +128,9 @@ def departures(ev: Evidence) -> list[Cause]:
 
 
 def joins(ev: Evidence) -> list[Cause]:
-    return [_cause(JOINED, f"{_who(m)} joined", m) for m in ev.joined]
+    return [*(_cause(JOINED, f"{_who(m)} joined", m) for m in ev.joined),
+            *(_cause(JOINED, f"{_who(m)} joined and was gone again before the group settled",
+                     m) for m in ev.passing)]
 
 
 def static_rejoin(ev: Evidence) -> list[Cause]:

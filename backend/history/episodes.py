@@ -242,11 +242,14 @@ class EpisodeTracker:
 
         came = [names[m] for m in sorted(f.members.keys() - before.members.keys())]
         went = [before.members[m] for m in sorted(before.members.keys() - f.members.keys())]
+        # members that joined and were gone again before the group settled
+        passing = [names[m] for m in sorted(ep.names.keys() - before.members.keys()
+                                            - f.members.keys())]
         if ep.seen_as == "rejoin":  # the same members by client: nobody came, went or moved
             ep.moved, ep.joined, ep.left = (), (), ()
         else:
-            ep.joined = tuple(sorted(m.client_id for m in came))
-            ep.left = tuple(sorted(m.client_id for m in went))
+            ep.joined = tuple(sorted(m.client_id for m in (*came, *passing)))
+            ep.left = tuple(sorted(m.client_id for m in (*went, *passing)))
             ep.moved = tuple(
                 Moved(s[0], s[1], client(before.assignment.get(s)), client(f.assignment.get(s)))
                 for s in sorted(before.assignment.keys() | f.assignment.keys())
@@ -263,7 +266,8 @@ class EpisodeTracker:
         evidence = Evidence(
             before=before, after=f, seen_as=ep.seen_as, joined=() if rejoin else tuple(came),
             departed=() if rejoin else tuple(self._departure(ep, m) for m in went),
-            grown=self._growth_for(ep), actions=self._actions_for(ep, came, went, actions))
+            passing=tuple(passing), grown=self._growth_for(ep),
+            actions=self._actions_for(ep, [*came, *passing], [*went, *passing], actions))
         ep.causes = causes(evidence)
         self._finishing.append(ep)
 

@@ -17,6 +17,7 @@ from backend.contracts.history import (
     KILLED,
     LEFT,
     PARTITIONS_ADDED,
+    SCALED,
     Action,
     Episode,
 )
@@ -179,6 +180,28 @@ def test_a_join_and_added_partitions_are_each_named():
     assert grown.cause == PARTITIONS_ADDED
     assert (grown.causes[0].topic, grown.causes[0].before, grown.causes[0].after) == \
         ("t", "4", "6")
+
+
+def test_members_that_came_and_went_within_one_rebalance_are_named_with_their_actions():
+    g = Group(members={"id-a": "a"})
+    g.spread("id-a")
+    run(g, 0, 2)
+    g.members.update({"id-d": "d", "id-e": "e"})
+    g.state, g.owners = "PreparingRebalance", {}
+    run(g, 2, 3)
+    del g.members["id-d"], g.members["id-e"]  # stopped again before it settled
+    run(g, 3, 4)
+    g.state = "Stable"
+    g.spread("id-a")
+    actions = (Action(1_500, "g", "d", "scale-up"), Action(1_600, "g", "e", "scale-up"),
+               Action(3_100, "g", "d", "scale-down"), Action(3_200, "g", "e", "scale-down"))
+    run(g, 4, 8, actions)
+    (ep,) = g.final()
+    assert ep.joined == ep.left == ("d", "e")
+    assert [(c.kind, c.member) for c in ep.causes] == [
+        (SCALED, "d"), (SCALED, "e"), (SCALED, "d"), (SCALED, "e"), (JOINED, "d"),
+        (JOINED, "e")]
+    assert "gone again before the group settled" in ep.causes[-1].evidence
 
 
 def test_a_kip848_group_keeps_its_epochs_and_who_reconciled_for_how_long():
