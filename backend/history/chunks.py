@@ -4,9 +4,11 @@ total lag (and each partition's, at a coarser step) for days in a few bytes a po
 A block holds two tables of points, oldest first: the group's (time, lag, lag in seconds)
 at every cycle it was recorded, and its partitions' lags at the steps they were recorded
 (time, then one lag per partition; -1 where a partition was not read). Each column is stored
-as differences from its previous value, so a steady group's columns are runs of equal
-numbers, and the whole block is compressed with zlib: a lag that does not change, or grows
-by the same amount each cycle, costs next to nothing.
+as differences from its previous value, zigzagged (small either way: small positive) and cut
+into byte planes (every value's lowest byte, then every value's next byte, ...), and the
+whole block is compressed with zlib: the high planes of small changes are all zeros, so a
+lag that moves a little costs about a byte a point, and one that does not change (or grows by
+the same amount each cycle) next to nothing.
 
 Pure (numpy and zlib); the round trip is property-tested (tests/history/test_chunks.py).
 """
@@ -77,6 +79,17 @@ def _undo(deltas: np.ndarray) -> list[int]:
     return np.cumsum(deltas, dtype=np.int64).tolist()
 
 
+def _planes(a: np.ndarray) -> bytes:
+    """int64 values as zigzag byte planes: lowest bytes of all, then the next bytes, ..."""
+    zz = ((a << 1) ^ (a >> 63)).astype("<u8")
+    return zz.view(np.uint8).reshape(-1, 8).T.tobytes()
+
+
+def _unplanes(data: bytes) -> np.ndarray:
+    zz = np.frombuffer(data, dtype=np.uint8).reshape(8, -1).T.copy().view("<u8").ravel()
+    return (zz >> 1).astype(np.int64) ^ -(zz & 1).astype(np.int64)
+
+
 def encode(block: LagBlock) -> bytes:
     n, steps, width = len(block.times), len(block.part_times), len(block.keys)
     matrix = np.full((steps, width), MISSING, dtype=np.int64)
@@ -84,11 +97,13 @@ def encode(block: LagBlock) -> bytes:
         matrix[i, :len(row)] = row
     head = orjson.dumps({"v": FORMAT, "n": n, "steps": steps,
                          "keys": [[t, p] for t, p in block.keys]})
-    body = b"".join(a.astype("<i8").tobytes() for a in (
+    columns = np.concatenate([
         _deltas(block.times), _deltas(block.lags), _deltas(block.lag_tenths),
         _deltas(block.part_times),
-        np.diff(matrix, axis=0, prepend=np.zeros((1, width), np.int64)) if steps
-        else matrix))
+        # each partition's column down the steps: the matrix transposed, then differenced
+        np.diff(matrix.T, axis=1, prepend=np.zeros((width, 1), np.int64)).ravel()
+        if steps else np.zeros(0, np.int64)])
+    body = _planes(columns)
     return zlib.compress(len(head).to_bytes(4, "little") + head + body, 6)
 
 
@@ -100,12 +115,12 @@ def decode(data: bytes) -> LagBlock:
         raise ValueError(f"lag block format {head.get('v')} is not {FORMAT}")
     n, steps = head["n"], head["steps"]
     keys = [(t, p) for t, p in head["keys"]]
-    body = np.frombuffer(raw[4 + size:], dtype="<i8")
+    body = _unplanes(raw[4 + size:])
     cols, at = [], 0
     for count in (n, n, n, steps):
         cols.append(body[at:at + count])
         at += count
-    matrix = body[at:at + steps * len(keys)].reshape(steps, len(keys))
-    parts = np.cumsum(matrix, axis=0, dtype=np.int64).tolist() if steps else []
+    by_key = body[at:at + steps * len(keys)].reshape(len(keys), steps)
+    parts = np.cumsum(by_key, axis=1, dtype=np.int64).T.tolist() if steps else []
     return LagBlock(times=_undo(cols[0]), lags=_undo(cols[1]), lag_tenths=_undo(cols[2]),
                     keys=keys, part_times=_undo(cols[3]), part_lags=parts)

@@ -8,7 +8,9 @@ killed mid-write leaves the file as it was before that transaction. Two writing 
 Lag is written as raw points, one row per group per cycle, and folded every few minutes
 (`maintain`) into one compressed block per group per hour (`chunks.py`), which is what keeps
 days of every cycle's lag in little space. Episodes are stored as JSON (EPISODE_JSON) beside
-the columns they are searched and sorted by.
+the columns they are searched and sorted by. Episodes and blocks (a kilobyte or more a row)
+are rowid tables: in a WITHOUT ROWID table a row that size spills into an overflow page of
+its own, four times the bytes.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ CREATE TABLE IF NOT EXISTS groups(
 CREATE TABLE IF NOT EXISTS episodes(
     group_id INTEGER NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER,
     cause TEXT NOT NULL, final INTEGER NOT NULL, rebalance INTEGER NOT NULL, body BLOB NOT NULL,
-    PRIMARY KEY(group_id, start_ms)) WITHOUT ROWID;
+    UNIQUE(group_id, start_ms));
 CREATE INDEX IF NOT EXISTS episodes_by_time ON episodes(start_ms);
 CREATE TABLE IF NOT EXISTS states(
     group_id INTEGER NOT NULL, ts_ms INTEGER NOT NULL, state TEXT NOT NULL,
@@ -72,7 +74,7 @@ CREATE TABLE IF NOT EXISTS lag_raw(
 CREATE INDEX IF NOT EXISTS lag_raw_by_time ON lag_raw(ts_ms);
 CREATE TABLE IF NOT EXISTS lag_blocks(
     group_id INTEGER NOT NULL, hour_ms INTEGER NOT NULL, data BLOB NOT NULL,
-    PRIMARY KEY(group_id, hour_ms)) WITHOUT ROWID;
+    UNIQUE(group_id, hour_ms));
 CREATE INDEX IF NOT EXISTS lag_blocks_by_time ON lag_blocks(hour_ms);
 CREATE TABLE IF NOT EXISTS actions(
     id INTEGER PRIMARY KEY, cluster_id INTEGER NOT NULL, ts_ms INTEGER NOT NULL,
