@@ -48,6 +48,9 @@ HOUR_MS = 3_600_000
 # rewritten a few times an hour, not every cycle
 RAW_KEEP_MS = 120_000
 WAL_LIMIT_BYTES = 64 << 20  # the WAL file is truncated back to this after a checkpoint
+# an episode still open this long before a span began is a writer that stopped mid-episode,
+# not a rebalance still going: it does not overlap the span
+OPEN_FOR_MS = 3_600_000
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -427,9 +430,10 @@ class SqliteStore(HistoryStore):
         if group is not None:
             where.append("g.name=?")
             args.append(group)
-        if since_ms is not None:
-            where.append("e.start_ms>=?")
-            args.append(since_ms)
+        if since_ms is not None:  # overlapping: begun before the span and not ended by it
+            where.append("coalesce(e.end_ms, e.start_ms, 0) >= ? AND "
+                         "(e.end_ms IS NOT NULL OR e.start_ms >= ? - ?)")
+            args.extend([since_ms, since_ms, OPEN_FOR_MS])
         if until_ms is not None:
             where.append("e.start_ms<=?")
             args.append(until_ms)
@@ -451,8 +455,8 @@ class SqliteStore(HistoryStore):
                     "WHERE group_id=? AND ts_ms>=? AND ts_ms<=? ORDER BY ts_ms",
                     (gid, since_ms, until_ms if until_ms is not None else 1 << 62))]
 
-    def lag(self, cluster: str, group: str, since_ms: int,
-            until_ms: int | None = None) -> LagBlock:
+    def lag(self, cluster: str, group: str, since_ms: int, until_ms: int | None = None,
+            partitions: bool = True) -> LagBlock:
         gid = self._gid(cluster, group)
         out = LagBlock()
         if gid is None:
@@ -462,14 +466,17 @@ class SqliteStore(HistoryStore):
                             "AND hour_ms<=? ORDER BY hour_ms",
                             (gid, since_ms - since_ms % HOUR_MS, until))
         for (data,) in blocks:
-            out.extend(decode(data))
+            block = decode(data)
+            if not partitions:
+                block.keys, block.part_times, block.part_lags = [], [], []
+            out.extend(block)
         for ts, lag, tenths, parts in self._read(
                 "SELECT ts_ms, lag, lag_tenths, parts FROM lag_raw WHERE group_id=? "
                 "AND ts_ms>=? AND ts_ms<=? ORDER BY ts_ms", (gid, since_ms, until)):
             out.times.append(ts)
             out.lags.append(lag)
             out.lag_tenths.append(tenths)
-            if parts is not None:
+            if parts is not None and partitions:
                 out.add_partitions(ts, _parts(parts) or {})
         return _clip(out, since_ms, until)
 

@@ -118,16 +118,18 @@ class HistoryStore(ABC):
     @abstractmethod
     def episodes(self, cluster: str, group: str | None = None, since_ms: int | None = None,
                  until_ms: int | None = None, limit: int | None = None) -> list[Episode]:
-        """Oldest first; with `limit`, the newest `limit` of the span."""
+        """Those in the span, or overlapping it (begun before, ended in it or still open),
+        oldest first; with `limit`, the newest `limit` of them."""
 
     @abstractmethod
     def states(self, cluster: str, group: str, since_ms: int,
                until_ms: int | None = None) -> list[StateChange]: ...
 
     @abstractmethod
-    def lag(self, cluster: str, group: str, since_ms: int,
-            until_ms: int | None = None) -> LagBlock:
-        """The group's lag points in the span, oldest first, partitions included."""
+    def lag(self, cluster: str, group: str, since_ms: int, until_ms: int | None = None,
+            partitions: bool = True) -> LagBlock:
+        """The group's lag points in the span, oldest first; its partitions' too unless
+        `partitions` is False (a chart of the total needs none)."""
 
     @abstractmethod
     def counters(self, cluster: str) -> dict[CounterKey, float]: ...
