@@ -7,6 +7,7 @@ come from theme.replica_colour, so a replica looks the same in every chart.
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
@@ -15,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from backend.contracts import ClusterEventType, Snapshot
+from dashboard.history_model import LagSeries, Shade
 from dashboard.live_model import SMOOTH_S, SeriesPoint
 from dashboard.theme import BROKER_DOWN, BROKER_UP, REBALANCE_FILL, broker_colour, replica_colour
 
@@ -209,6 +211,58 @@ def moves_figure(moved: Sequence[tuple[int, str | None, str | None]],
               "label": [", ".join(f"P{p}" for p in v) for v in flows.values()]},
     ))
     return _base_layout(fig, revision, 320)
+
+
+MIN_SHADE_FRACTION = 1 / 200  # of the span: a rebalance of a second still shows in a week
+
+
+def memory_lag_figure(series: LagSeries, bands: Sequence[Shade], since_ms: int, until_ms: int,
+                      shown_start: int | None = None, revision: str = "memory") -> go.Figure:
+    """A group's lag over the span from the memory, each rebalance a band in its cause's
+    colour (one legend entry per cause, its words and evidence on hover), the episode the
+    card shows outlined.
+
+    Bands are bars on a hidden 0..1 axis under the lag's, so they cover the chart's height
+    and answer hover like any trace (a layout shape cannot). The span's ends are an
+    invisible trace rather than an axis range: a range in the figure would undo the user's
+    zoom at every refresh, which `uirevision` otherwise keeps."""
+    least = max(1, int((until_ms - since_ms) * MIN_SHADE_FRACTION))
+    data: list[dict] = []
+    by_cause: dict[str, list[Shade]] = {}
+    for band in bands:
+        by_cause.setdefault(band.cause, []).append(band)
+    for cause, group in by_cause.items():
+        widths = [max(least, b.end_ms - b.start_ms) for b in group]
+        data.append({
+            "type": "bar", "name": cause, "yaxis": "y", "opacity": 0.35,
+            "x": [local_ms(b.start_ms) + w // 2 for b, w in zip(group, widths, strict=True)],
+            "width": widths, "y": [1] * len(group), "base": 0,
+            "marker": {"color": group[0].colour, "line": {"width": 0}},
+            "hovertext": ["<br>".join(html.escape(line) for line in b.hover) for b in group],
+            "hovertemplate": "%{hovertext}<extra></extra>"})
+    data.append({"type": "scatter", "x": [local_ms(since_ms), local_ms(until_ms)], "y": [0, 0],
+                 "yaxis": "y2", "mode": "markers", "marker": {"opacity": 0},
+                 "hoverinfo": "skip", "showlegend": False})
+    data.append({"type": "scatter", "name": "lag", "yaxis": "y2", "mode": "lines",
+                 "x": [local_ms(t) for t in series.times], "y": series.lags,
+                 "connectgaps": False, "line": {"width": 2, "color": "#1f2937"},
+                 "hovertemplate": "lag %{y:,}<extra></extra>"})
+    shapes = [{"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1,
+               "x0": local_ms(b.start_ms),
+               "x1": local_ms(b.start_ms + max(least, b.end_ms - b.start_ms)),
+               "line": {"width": 2, "dash": "dot", "color": "#111827"}}
+              for b in bands if b.start_ms == shown_start]
+    layout = {
+        "uirevision": revision, "height": 340, "font": FONT,
+        "margin": {"l": 10, "r": 10, "t": 30, "b": 10}, "barmode": "overlay",
+        "legend": {"orientation": "h", "y": 1.12, "x": 0}, "hovermode": "closest",
+        "xaxis": {"type": "date"},
+        "yaxis": {"range": [0, 1], "visible": False, "fixedrange": True},
+        "yaxis2": {"overlaying": "y", "side": "left", "rangemode": "tozero",
+                   "title": {"text": "lag (messages)"}},
+        "shapes": shapes,
+    }
+    return go.Figure(data=data, layout=layout)
 
 
 def deliveries_figure(counts: dict[int, int], revision: str = "deliveries") -> go.Figure:

@@ -22,6 +22,9 @@ from backend.observer.observer import DASHBOARD_INTERVAL_S
 
 if TYPE_CHECKING:
     from backend.contracts.control import BrokerNode
+    from backend.contracts.history import Episode
+    from backend.history.chunks import LagBlock
+    from backend.history.store import HistoryStore
 
 T = TypeVar("T")
 
@@ -441,3 +444,168 @@ def overview_for(target: object) -> SharedOverview:
 @_cached_observer
 def _overview_for(target: object) -> SharedOverview:
     return SharedOverview(target)
+
+
+# ---- the memory (a group's rebalances, states and lag, kept for days) ----------------------
+# The memory is a file (`backend/history`), written by the process's recorder (`watch`,
+# `exporter`) or, in the demo, by the backend process; pages only read it, through one
+# SqliteStore per file for every tab. Whatever goes wrong is one line, never an exception.
+
+MEMORY_RETRY_S = 10.0  # a file that could not be opened is tried again after this
+NO_MEMORY = ("no memory yet at {path}: `groupscope watch`, `exporter` or the demo's backend "
+             "keep it")
+NO_HISTORY = "this process keeps no memory (--no-history): only the live view below"
+
+
+def memory_file() -> tuple[str | None, str | None]:
+    """The memory's file the pages read, and the line to show while its writer cannot use it.
+
+    In `watch` and `exporter` the process's always-on watcher records it, wherever --history
+    put it; else (the demo's `web`, which only reads) it is HISTORY_FILE in the data
+    directory, where the backend process keeps it."""
+    from backend.contracts.history import HISTORY_FILE
+    from backend.exporter.shared import process_watcher
+    from backend.paths import data_dir
+
+    recorder = getattr(process_watcher(), "history", None)
+    if recorder is not None:
+        if recorder.path is None:
+            return None, NO_HISTORY
+        return recorder.path, recorder.error
+    return str(data_dir() / HISTORY_FILE), None
+
+
+class SharedMemory:
+    """One file's store, shared by every tab (SqliteStore is thread-safe): opened on the
+    first read, again if the file was replaced (moved aside, a new one started), and, after
+    a failure, at most every MEMORY_RETRY_S. A missing file is never created from here."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._store: HistoryStore | None = None
+        self._inode: int | None = None
+        self._error: str | None = None
+        self._failed_at = -MEMORY_RETRY_S
+
+    def read(self, what: Callable[[HistoryStore], T]) -> tuple[T | None, str | None]:
+        """`what(store)`, or None and the one line saying why it could not be had."""
+        from backend.history.store import StoreError
+
+        store, error = self._open()
+        if store is None:
+            return None, error
+        try:
+            return what(store), None
+        except StoreError as exc:
+            self._fail(str(exc))
+            return None, str(exc)
+        except Exception as exc:  # a body this code cannot read: still one line
+            line = f"history store {self.path} cannot be read: {one_line(exc)}"
+            self._fail(line)
+            return None, line
+
+    def _open(self) -> tuple[HistoryStore | None, str | None]:
+        from pathlib import Path
+
+        from backend.history.sqlite import SqliteStore
+        from backend.history.store import StoreError
+
+        with self._lock:
+            try:
+                inode = Path(self.path).stat().st_ino
+            except OSError:
+                inode = None
+            if inode is None:
+                self._close()
+                return None, NO_MEMORY.format(path=self.path)
+            if self._store is not None and inode == self._inode:
+                return self._store, None
+            self._close()
+            if self._error and time.monotonic() - self._failed_at < MEMORY_RETRY_S:
+                return None, self._error
+            try:
+                self._store = SqliteStore(self.path)
+            except StoreError as exc:
+                self._error, self._failed_at = str(exc), time.monotonic()
+                return None, self._error
+            except Exception as exc:
+                self._error = f"history store {self.path} cannot be opened: {one_line(exc)}"
+                self._failed_at = time.monotonic()
+                return None, self._error
+            self._inode, self._error = inode, None
+            return self._store, None
+
+    def _fail(self, line: str) -> None:
+        with self._lock:
+            self._close()
+            self._error, self._failed_at = line, time.monotonic()
+
+    def _close(self) -> None:
+        """Under `_lock`."""
+        store, self._store, self._inode = self._store, None, None
+        if store is not None:
+            store.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+@dataclass(frozen=True)
+class GroupMemory:
+    """What the memory keeps of one group over a span, or why it cannot say.
+
+    `cluster` is None when the file keeps no cluster sharing a server with the page's (then
+    `kept` names those it does keep); `error` is the one line to show, and may come with data
+    (the writer is stuck, the reader is not)."""
+
+    path: str | None
+    cluster: str | None = None
+    kept: tuple[str, ...] = ()
+    episodes: tuple[Episode, ...] = ()  # oldest first
+    lag: LagBlock | None = None
+    error: str | None = None
+
+
+def group_memory(bootstrap: str | None, group: str, since_ms: int, until_ms: int,
+                 limit: int) -> GroupMemory:
+    """The group's episodes (the newest `limit` of the span) and lag, from the memory of the
+    cluster at `bootstrap`. Never raises."""
+    from backend.history.store import resolve_cluster
+
+    path, problem = memory_file()
+    if path is None:
+        return GroupMemory(None, error=problem)
+
+    def load(store: HistoryStore) -> GroupMemory:
+        clusters = store.clusters()
+        info = resolve_cluster(clusters, bootstrap)
+        if info is None:
+            return GroupMemory(path, kept=tuple(c.name for c in clusters))
+        return GroupMemory(path, info.name,
+                           episodes=tuple(store.episodes(info.key, group, since_ms, until_ms,
+                                                         limit)),
+                           lag=store.lag(info.key, group, since_ms, until_ms,
+                                         partitions=False))
+
+    found, error = _memory_for(path).read(load)
+    if found is None:
+        return GroupMemory(path, error=problem or error)
+    return GroupMemory(found.path, found.cluster, found.kept, found.episodes, found.lag,
+                       problem)
+
+
+def _close_memory(memory: SharedMemory) -> None:
+    memory.close()
+
+
+def _cached_memory(func: Callable) -> Callable:
+    import streamlit as st
+
+    return st.cache_resource(show_spinner=False, max_entries=4, on_release=_close_memory)(func)
+
+
+@_cached_memory
+def _memory_for(path: str) -> SharedMemory:
+    return SharedMemory(path)
