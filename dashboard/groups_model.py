@@ -82,6 +82,7 @@ SORTS: dict[str, Callable[[GroupRow], tuple]] = {
     "lag (seconds)": _by_number(lambda r: r.max_lag_seconds),
     "falling behind fastest": _by_number(lambda r: r.lag_rate),
     "rebalances last hour": _by_number(lambda r: r.rebalances_last_hour),
+    "rebalances last 24 h": _by_number(lambda r: r.rebalances_24h),
     "members": _by_number(lambda r: r.members),
     "name": lambda r: (r.group,),
 }
@@ -178,7 +179,9 @@ class GroupLine:
     trend: list[int]
     rate: str
     catch_up: str
-    rebalances: str
+    rebalances: str  # in the last hour
+    rebalances_24h: str
+    last_cause: str  # the main cause of the last rebalance that ended (contracts.history)
     last_rebalance: str
     note: str  # the error of an ERR row, "not described yet" of a pending one
 
@@ -187,7 +190,8 @@ def line(row: GroupRow, now_ms: int) -> GroupLine:
     protocol = row.protocol + (f" / {row.assignor}" if row.assignor else "")
     if row.pending:
         return GroupLine(row.group, [PENDING], row.state, protocol, PENDING, PENDING, PENDING,
-                         PENDING, [], PENDING, PENDING, PENDING, PENDING, "not described yet")
+                         PENDING, [], PENDING, PENDING, PENDING, PENDING, PENDING, PENDING,
+                         "not described yet")
     err = row.error is not None
     health = [ERR if err else row.health]
     lag = _cell(row, row.lag_messages, "{:,}".format)
@@ -198,12 +202,13 @@ def line(row: GroupRow, now_ms: int) -> GroupLine:
         topics=NONE if err else topics_text(row.topics),
         lag=lag, lag_seconds=secs, trend=list(row.lag_trend), rate=rate_text(row),
         catch_up=catch_up_text(row), rebalances=str(row.rebalances_last_hour),
+        rebalances_24h=str(row.rebalances_24h), last_cause=row.last_cause or NONE,
         last_rebalance=ago_text(row.last_rebalance_ms, now_ms), note=row.error or "")
 
 
 COLUMNS: tuple[str, ...] = ("group", "health", "state", "protocol", "members", "topics", "lag",
                             "lag_seconds", "trend", "rate", "catch_up", "rebalances",
-                            "last_rebalance", "note")
+                            "rebalances_24h", "last_cause", "last_rebalance", "note")
 
 
 def table(rows: Sequence[GroupRow], now_ms: int) -> dict[str, list]:

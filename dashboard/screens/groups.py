@@ -59,6 +59,11 @@ COLUMN_CONFIG = {
     "catch_up": st.column_config.TextColumn("catch up", width=185,
                                             help="Time to zero lag at the current rate"),
     "rebalances": st.column_config.TextColumn("rebalances 1 h", width=100),
+    "rebalances_24h": st.column_config.TextColumn("24 h", width=50,
+                                                  help="Rebalances in the last 24 hours"),
+    "last_cause": st.column_config.TextColumn(
+        "last cause", width=130,
+        help="Why the last rebalance that ended happened (the Timeline page has the evidence)"),
     "last_rebalance": st.column_config.TextColumn("last rebalance", width=110),
     "note": st.column_config.TextColumn("note", width="large"),
 }

@@ -65,7 +65,8 @@ def test_pending_rows_show_ellipses_not_zeros():
     cells = gm.line(row("ledger", pending=True), NOW)
     assert cells.health == [gm.PENDING]
     for value in (cells.members, cells.topics, cells.lag, cells.lag_seconds,
-                  cells.rate, cells.catch_up, cells.rebalances, cells.last_rebalance):
+                  cells.rate, cells.catch_up, cells.rebalances, cells.rebalances_24h,
+                  cells.last_cause, cells.last_rebalance):
         assert value == gm.PENDING
     assert cells.trend == [] and cells.state == "Stable" and cells.note == "not described yet"
 
@@ -119,6 +120,23 @@ def test_table_is_columnar_and_bounded():
     assert gm.priority(gm.visible(ROWS), n=2) == ["secret", "fraud"]
     noted = gm.table(ROWS, NOW)
     assert list(noted) == list(gm.COLUMNS) and "Broker: Group authorization failed" in noted["note"]
+
+
+def test_rebalances_of_the_day_and_the_last_cause_are_cells_and_sorts():
+    calm = row("calm", 0, rebalances_last_hour=0, rebalances_24h=1, last_cause="joined")
+    stormy = row("stormy", 0, rebalances_last_hour=3, rebalances_24h=4, last_cause="expired")
+    busy_day = row("busy-day", 0, rebalances_last_hour=1, rebalances_24h=30)
+    cells = gm.line(stormy, NOW)
+    assert (cells.rebalances, cells.rebalances_24h, cells.last_cause) == ("3", "4", "expired")
+    assert gm.line(busy_day, NOW).last_cause == gm.NONE  # none ended yet, or none seen
+    rows = [calm, stormy, busy_day, row("ledger", pending=True)]
+    assert names(gm.visible(rows, sort="rebalances last 24 h")) == [
+        "busy-day", "stormy", "calm", "ledger"]
+    assert names(gm.visible(rows, sort="rebalances last hour")) == [
+        "stormy", "busy-day", "calm", "ledger"]
+    table = gm.table(rows, NOW)
+    assert table["rebalances_24h"] == ["1", "4", "30", gm.PENDING]
+    assert table["last_cause"] == ["joined", "expired", gm.NONE, gm.PENDING]
 
 
 def test_footer_counts_and_cycle_cost():
