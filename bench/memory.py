@@ -159,19 +159,22 @@ def part_timeline(repeats: int) -> dict:
 
 
 def open_week(store, group: str, since: int, until: int) -> dict:
-    """What the Timeline page reads and builds for one group's span."""
-    episodes = store.episodes("bench", group, since, until)
-    block = store.lag("bench", group, since, until)
-    out = {"episodes": len(episodes), "points": len(block.times)}
-    try:
-        from dashboard import history_model
-        from dashboard.figures import memory_lag_figure
-    except ImportError:  # the page's model not there: the reads alone
-        return out
-    series = history_model.lag_series(block)
-    memory_lag_figure(series, history_model.shading(episodes, until), revision="bench")
-    out["points_drawn"] = len(series.times)
-    return out
+    """What the Timeline page reads and builds for one group's span (pollers.group_memory,
+    then the page's view-model and figure)."""
+    from dashboard import history_model as hm
+    from dashboard.figures import memory_lag_figure
+
+    episodes = store.episodes("bench", group, since, until, hm.MAX_EPISODES)
+    block = store.lag("bench", group, since, until, partitions=False)
+    series = hm.lag_series(block)
+    shown = episodes[-1].start_ms if episodes else None
+    memory_lag_figure(series, hm.shades(episodes, until), since, until, shown,
+                      revision="bench")
+    hm.table(episodes, shown)
+    if episodes:
+        hm.card(hm.worst(episodes))
+    return {"episodes": len(episodes), "points": len(block.times),
+            "points_drawn": len(series.times)}
 
 
 # ---- what it adds to a cycle ------------------------------------------------------------------
