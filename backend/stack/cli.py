@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from backend.cli_common import add_command, positive
-from backend.exporter.options import DEFAULT_ADDRESS, tcp_port
+from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, tcp_port
 from backend.history.cli import add_recording_args
 from backend.paths import data_dir
 
@@ -87,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alerts", metavar="FILE",
                    help="evaluate these alert rules (TOML) from the start, with or without "
                         "a browser open")
+    p.add_argument("--interval", type=positive(float), default=DEFAULT_INTERVAL_S, metavar="S",
+                   help=f"seconds between refreshes of every group, for the Groups page, the "
+                        f"memory, /metrics and alerts (default {DEFAULT_INTERVAL_S:g})")
     add_recording_args(p)
 
     p = add_command(sub, "soak", _soak,
@@ -202,7 +205,7 @@ def _watch(args: argparse.Namespace) -> int:
 
     with always_on(settings, metrics_port=args.metrics_port,
                    metrics_address=args.metrics_address, alerts_file=args.alerts,
-                   history=recording(args), role="watch") as on:
+                   interval=args.interval, history=recording(args), role="watch") as on:
         described = on.describe()
         print(f"{where}; {described}" if described else where, flush=True)
         _run_dashboard(port, args.address)

@@ -1,0 +1,83 @@
+"""`groupscope watch` remembers across a restart: a member killed while one `watch` ran is on
+the Timeline of the next, with its cause, in a real browser; and `groupscope history` says the
+same from the file alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from backend.contracts.history import EXPIRED, HISTORY_FILE
+from backend.history.sqlite import SqliteStore
+from backend.netutil import wait_until
+from tests.dashboard.test_groups_browser import watch_server
+from tests.observer.conftest import REPO, Members, SteadyProducer, create_topic
+
+
+def _expired(path) -> list:
+    if not path.exists():
+        return []
+    store = SqliteStore(path)
+    try:
+        return [e for c in store.clusters() for e in store.episodes(c.key)
+                if e.cause == EXPIRED]
+    finally:
+        store.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_rebalance_seen_by_one_watch_is_on_the_next_ones_timeline(
+        broker, kafka, chromium, unique, tmp_path):
+    topic, group = f"remember-{unique}", f"remember-{unique}"
+    create_topic(kafka, topic, 4)
+    data = tmp_path / "data"
+    data.mkdir()
+    producer = SteadyProducer(kafka, topic, rate=40.0).start()
+    members = Members(kafka, group, topic, "classic", "range")
+    try:
+        members.start("keeps")
+        members.start("killed")
+        with watch_server(kafka.bootstrap, tmp_path / "watch-1.log", data, "--group", group,
+                          "--interval", "1"):
+            wait_until(lambda: (data / HISTORY_FILE).exists() and _members(data, group) == 2,
+                       90, what="both members in the first watch's memory")
+            members.kill("killed")
+            (episode,) = wait_until(lambda: _expired(data / HISTORY_FILE), 60,
+                                    what="the expiry in the memory")
+        assert episode.left == ("killed",)
+        with chromium() as page, watch_server(kafka.bootstrap, tmp_path / "watch-2.log", data,
+                                              "--group", group) as url:
+            page.goto(f"{url}/timeline")
+            page.get_by_role("heading", name=f"Rebalances of {group}").wait_for(
+                timeout=60_000)
+
+            def card() -> str | None:
+                text = page.locator(".st-key-timeline_card").first.inner_text(timeout=10_000)
+                return text if EXPIRED in text and "killed" in text else None
+
+            shown = wait_until(card, 60, interval=0.5, what="the expiry on the new Timeline")
+            assert "stayed listed" in shown and "until the group noticed" in shown, shown
+    finally:
+        members.stop_all()
+        producer.stop()
+    out = subprocess.run([sys.executable, "-m", "backend.cli", "history", "--group", group,
+                          "--history", str(data / HISTORY_FILE), "--bootstrap",
+                          kafka.bootstrap, "--since", "1h"], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "expired" in out.stdout and "killed" in out.stdout
+
+
+def _members(data, group: str) -> int | None:
+    """The group's member count in the memory's last state change."""
+    store = SqliteStore(data / HISTORY_FILE)
+    try:
+        for c in store.clusters():
+            states = store.states(c.key, group, 0)
+            if states:
+                return states[-1].members
+        return None
+    finally:
+        store.close()
