@@ -2,9 +2,10 @@
 group's week reads back.
 
 - `cycle`: the overview bench's cluster (`bench/overview.py`: GROUPS groups with committed
-  offsets on TOPICS topics) read by two watchers in turn, one without the memory and one
-  writing it to a file, warm cycles interleaved (A B A B ...) so drift hits both alike; then
-  the upkeep (`maintain`: fold the cycles' raw lag into hourly blocks) timed on its own.
+  offsets on TOPICS topics) read by three watchers in turn: one as before the memory (no
+  episode tracker), one with the tracker and no file, one writing the file; warm cycles
+  interleaved (A B C A B C ...) so drift hits all alike; then the upkeep (`maintain`: fold the
+  cycles' raw lag into hourly blocks) timed on its own.
 - `bytes`: a day of G groups written through the store as the recorder writes it (a cycle
   every CYCLE_S seconds, each group's partitions every PARTITION_LAG_STEP_MS, upkeep every
   ten minutes), in two kinds: *busy* groups whose lag moves every cycle (the worst case)
@@ -187,17 +188,22 @@ def part_cycle(settings, groups: int, cycles: int, prefix: str) -> dict:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "history.sqlite"
         recorder = HistoryRecorder(path, "bench").start()
-        plain = OverviewWatcher(settings, interval=0.0)
+        # as before the memory: no episode tracker, nothing noted for it
+        bare = OverviewWatcher(settings, interval=0.0)
+        bare.model._track = lambda *a, **k: None  # type: ignore[method-assign]
+        bare.model._record = lambda *a, **k: None  # type: ignore[method-assign]
+        plain = OverviewWatcher(settings, interval=0.0)  # the tracker, no file
         kept = OverviewWatcher(settings, interval=0.0, history=recorder)
-        seconds: dict[str, list[float]] = {"without": [], "with": []}
+        watchers = (("none", bare), ("without", plain), ("with", kept))
+        seconds: dict[str, list[float]] = {name: [] for name, _ in watchers}
         try:
             wait_until(lambda: sum(g.group.startswith(prefix)
                                    for g in plain.collector.list_groups()) >= groups,
                        timeout=120, interval=1.0, what="every group listed")
-            for w in (plain, kept):
+            for _, w in watchers:
                 w.refresh_once()  # cold: the JVM, the metadata, the first descriptions
             for _ in range(cycles):
-                for name, w in (("without", plain), ("with", kept)):
+                for name, w in watchers:
                     t = time.perf_counter()
                     w.refresh_once()
                     seconds[name].append(time.perf_counter() - t)
@@ -211,12 +217,15 @@ def part_cycle(settings, groups: int, cycles: int, prefix: str) -> dict:
             upkeep = time.perf_counter() - t
             store.close()
         finally:
-            plain.stop()
-            kept.stop()
+            for _, w in watchers:
+                w.stop()
             recorder.close()
-    a, b = statistics.median(seconds["without"]), statistics.median(seconds["with"])
-    return {"without_s": spread(seconds["without"]), "with_s": spread(seconds["with"]),
-            "added": round(b / a - 1, 3), "file_bytes_after": written,
+    base = statistics.median(seconds["none"])
+    return {"none_s": spread(seconds["none"]), "without_s": spread(seconds["without"]),
+            "with_s": spread(seconds["with"]),
+            "tracker_added": round(statistics.median(seconds["without"]) / base - 1, 3),
+            "added": round(statistics.median(seconds["with"]) / base - 1, 3),
+            "file_bytes_after": written,
             "upkeep_s": round(upkeep, 2), "upkeep_folded_points": folded["folded"]}
 
 
@@ -255,11 +264,13 @@ def main() -> int:
     print(f"the memory (load {load_before:.2f} before, {result['load']['median']} median)")
     if "cycle" in result:
         c = result["cycle"]
-        print(f"  cycle, {args.groups} groups: without {c['without_s']['median']} s "
-              f"[{c['without_s']['min']}-{c['without_s']['max']}], with "
-              f"{c['with_s']['median']} s [{c['with_s']['min']}-{c['with_s']['max']}]: "
-              f"+{c['added']:.1%}; upkeep {c['upkeep_s']} s for {c['upkeep_folded_points']} "
-              f"points")
+        def cell(k: str) -> str:
+            return f"{c[k]['median']} s [{c[k]['min']}-{c[k]['max']}]"
+
+        print(f"  cycle, {args.groups} groups: no memory {cell('none_s')}; its tracker "
+              f"{cell('without_s')} (+{c['tracker_added']:.1%}); tracker and file "
+              f"{cell('with_s')} (+{c['added']:.1%}); upkeep {c['upkeep_s']} s for "
+              f"{c['upkeep_folded_points']} points")
     for kind, b in result.get("bytes", {}).items():
         print(f"  {kind:6} groups: {b['bytes_per_group_day']:,} bytes a group a day "
               f"({b['lag_bytes_per_group_day']:,} of lag, {b['episodes_per_day']} episodes of "

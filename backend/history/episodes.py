@@ -110,6 +110,7 @@ class EpisodeTracker:
         self._open: _Episode | None = None
         self._settled: Frame | None = None
         self._prev: Frame | None = None
+        self._prev_ms: int | None = None  # the last frame's time, or a later `touch`'s
         self._progress_ms: dict[Slot, int] = {}  # slot -> last progress (first sight counts)
         self._moved_ms: dict[Slot, int] = {}  # slot -> last time its commit really moved
         self._names: dict[str, Member] = {}
@@ -123,8 +124,8 @@ class EpisodeTracker:
         """`actions`: the supervisor's recent actions on this group's replicas, if any."""
         prev = self._prev
         changed: list[_Episode] = []
-        if prev is not None:
-            gap = f.taken_ms - prev.taken_ms
+        if prev is not None and self._prev_ms is not None:
+            gap = f.taken_ms - self._prev_ms
             if gap > 0:
                 self._interval_ms = gap if self._interval_ms is None \
                     else 0.8 * self._interval_ms + 0.2 * gap
@@ -162,7 +163,7 @@ class EpisodeTracker:
             if seen_as:
                 self._finish_all()
                 changed.extend(e for e in self._finishing if e.final)
-                ep = self._begin((prev or self._settled).taken_ms, seen_as, f)
+                ep = self._begin(self._prev_ms or self._settled.taken_ms, seen_as, f)
                 self._during(ep, f, moved)
                 self._close(ep, f, actions)
                 changed.append(ep)
@@ -174,7 +175,7 @@ class EpisodeTracker:
             self._moved_ms[p] = f.taken_ms
         if f.settled and self._open is None:
             self._settled = f
-        self._prev = f
+        self._prev, self._prev_ms = f, f.taken_ms
         out = [self._episode(ep) for ep in dict.fromkeys(changed)]
         self._retire()
         return out
@@ -182,6 +183,21 @@ class EpisodeTracker:
     @property
     def in_progress(self) -> bool:
         return self._open is not None
+
+    @property
+    def idle(self) -> bool:
+        """Settled, no episode open or still finishing: a frame like the last changes nothing
+        but the time, which `touch` notes for a fraction of `observe`'s cost."""
+        return self._open is None and not self._finishing and self._prev is not None \
+            and self._prev.settled
+
+    def touch(self, taken_ms: int) -> None:
+        """The group was seen again exactly as in the last frame (the caller checked)."""
+        if self._prev_ms is not None and taken_ms > self._prev_ms:
+            gap = taken_ms - self._prev_ms
+            self._interval_ms = gap if self._interval_ms is None \
+                else 0.8 * self._interval_ms + 0.2 * gap
+            self._prev_ms = taken_ms
 
     def episodes(self) -> tuple[Episode, ...]:
         """Every episode kept, oldest first: final ones, then those still finishing, then
@@ -275,8 +291,7 @@ class EpisodeTracker:
         before = ep.before
         mine = [s for s, owner in before.assignment.items() if owner == m.member_id]
         mine += [s for s, owners in before.shared.items() if m.member_id in owners]
-        waiting = any(before.committed.get(s, -1) < before.ends.get(s, -1)
-                      for s in mine if s in before.ends)
+        waiting = any(s in before.behind for s in mine)
         moves = [ep.moved_before[s] for s in mine if s in ep.moved_before]
         cadence = median(self._cadence) if self._cadence else 0
         resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence)

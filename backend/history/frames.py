@@ -46,7 +46,9 @@ class Frame:
     # a share group's: slot -> member ids of its sharers (then `assignment` is empty)
     shared: Mapping[Slot, tuple[str, ...]] = field(default_factory=dict)
     committed: Mapping[Slot, int] = field(default_factory=dict)
-    ends: Mapping[Slot, int] = field(default_factory=dict)  # log ends, where read
+    # slots whose committed offset was behind the log end: records waited there (the slots
+    # alone, not the cycle's log ends: a frame kept for minutes must not keep those alive)
+    behind: frozenset[Slot] = frozenset()
     partition_counts: Mapping[str, int] = field(default_factory=dict)  # the group's topics
     lag: int | None = None  # the group's total lag, when known
 
@@ -120,5 +122,6 @@ def frame_of(taken_ms: int, state: str, protocol: str, assignor: str | None,
         generation=generation, target_epoch=target_epoch, members=members_of(members),
         assignment=assignment, reconciling=frozenset(reconciling),
         shared={s: tuple(sorted(ms)) for s, ms in shared.items()},
-        committed=committed, ends=ends,
+        committed=committed,
+        behind=frozenset(s for s, o in committed.items() if o < ends.get(s, -1)),
         partition_counts={t: counts[t] for t in topics if t in counts}, lag=lag)

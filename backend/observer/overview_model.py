@@ -53,6 +53,9 @@ class _GroupMemory:
     last_rebalance_ms: int | None = None  # kept after the day: "last one 3 days ago"
     last_cause: str | None = None
     state: tuple | None = None  # what the last StateChange said
+    # what the tracker last saw: the description's facts, the total lag, the commits and
+    # the partition counts (by identity: the collector replaces them when it re-reads)
+    seen: tuple | None = None
     lag_written: tuple[int, int, float | None] | None = None  # (ts, lag, seconds)
     parts_written: tuple[int, dict] | None = None  # (ts, partition lags)
 
@@ -235,6 +238,15 @@ class OverviewModel:
         """The group's episodes: one per rebalance, counted when first seen."""
         desc = reading.description
         assert desc is not None
+        seen = (desc.state, desc.protocol, desc.assignor, desc.epoch, desc.target_epoch,
+                desc.members, total, reading.committed, id(counts))
+        if mem.tracker.idle and seen == mem.seen:
+            # most groups most cycles (Empty, their commits where they were): the tracker
+            # learns only the time, for a small share of a frame's cost (bench/README.md,
+            # "The memory")
+            mem.tracker.touch(reading.taken_ms)
+            return
+        mem.seen = seen
         frame = frame_from(desc, reading.taken_ms, reading.committed, ends, counts, total)
         for ep in mem.tracker.observe(frame, actions):
             self._episodes.append(ep)

@@ -57,7 +57,8 @@ class Group:
                   self.generation, {m: Member(m, c, "/10.0.0.9") for m, c in self.members.items()},
                   {(T, p): m for p, m in self.owners.items()}, self.reconciling, {},
                   {(T, p): o for p, o in self.committed.items()},
-                  {(T, p): o for p, o in self.ends.items()}, {T: self.partitions}, lag)
+                  frozenset((T, p) for p, o in self.ends.items()
+                            if self.committed.get(p, 0) < o), {T: self.partitions}, lag)
         out = self.tracker.observe(f, actions)
         self.seen.extend(out)
         return out
@@ -228,7 +229,7 @@ def test_commits_that_go_back_count_as_records_processed_again():
         return Frame(t_ms, state, members=a,
                      assignment={(T, 0): "id-a", (T, 1): "id-a"} if owned else {},
                      committed={(T, p): o for p, o in enumerate(committed)},
-                     ends={(T, 0): 500, (T, 1): 500}, partition_counts={T: 2})
+                     behind=frozenset({(T, 0), (T, 1)}), partition_counts={T: 2})
 
     tracker.observe(f(0, "Stable", (100, 100)))
     tracker.observe(f(500, "Stable", (120, 130)))
