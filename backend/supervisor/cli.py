@@ -103,6 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--replica-command")
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for Kafka to answer at start-up (default 120)")
+    p.add_argument("--no-history", dest="history", action="store_false",
+                   help="keep no memory of the groups' rebalances (<data dir>/history.sqlite)")
 
     ctl = add_command(
         sub, "ctl", _ctl,
@@ -234,7 +236,7 @@ def _backend(args: argparse.Namespace) -> int:
         fleet=args.fleet, streams=args.streams, rate=args.rate, port=port,
         options=options,
         replica_command=command, stop_grace=args.stop_grace, standby=args.standby,
-        share_group=args.share_group)
+        share_group=args.share_group, history=args.history)
     try:
         return SupervisorService(config, serve=ControlServer).run_foreground()
     except OSError as exc:
