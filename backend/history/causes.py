@@ -32,6 +32,11 @@ from backend.contracts.history import (
 from backend.history.frames import Frame, Member
 
 
+# Kafka's lowest session timeout by default (group.min.session.timeout.ms): a member seen
+# committing within less than this before it was gone cannot have been dead for a session
+MIN_SESSION_MS = 6000
+
+
 @dataclass(frozen=True)
 class Departure:
     """A member gone by the end of an episode, and what its partitions showed before.
@@ -111,9 +116,14 @@ def departures(ev: Evidence) -> list[Cause]:
     out = []
     for d in ev.departed:
         m, dead = d.member, d.dead_ms
-        if dead is not None and dead <= d.resolution_ms:
+        if dead is not None and dead <= d.resolution_ms < MIN_SESSION_MS:
             out.append(_cause(LEFT, f"{_who(m)} committed until {_s(dead)} before it was gone: "
                               f"it left the group", m, dead_ms=dead))
+        elif dead is not None and dead <= d.resolution_ms:
+            out.append(_cause(DEPARTED, f"{_who(m)} committed until {_s(dead)} before it was "
+                              f"gone: it left, or expired with a session timeout under "
+                              f"{_s(d.resolution_ms)} (the group was seen too seldom to tell)",
+                              m, dead_ms=dead))
         elif dead is not None and d.waiting:
             out.append(_cause(EXPIRED, f"{_who(m)} stopped committing with records waiting "
                               f"and stayed listed {_s(dead)} until the group noticed",
