@@ -79,6 +79,11 @@ ACTION_CAUSES: dict[str, str] = {
 }
 
 
+# set by `groupscope up` for a backend it starts again after a crash: the replicas that backend
+# starts are restarts of the demo's, not the presenter's doing
+ENV_RESTARTED_BY_UP = "GROUPSCOPE_RESTARTED_BY_UP"
+
+
 @dataclass(frozen=True)
 class Action:
     """One thing groupscope's supervisor did to a replica of a group, as the memory keeps it."""
@@ -88,7 +93,9 @@ class Action:
     replica: str  # the replica's name, its members' client id
     action: str  # a key of ACTION_CAUSES
     exit_code: int | None = None  # a crash's
-    by: str = "presenter"  # presenter (a control request), up (the demo's start-up), supervisor
+    # presenter (a control request), up (the demo's start-up), up-restart (the start-up of a
+    # backend `up` started again), supervisor (the replica did it itself)
+    by: str = "presenter"
 
     @property
     def cause(self) -> str:

@@ -31,7 +31,6 @@ from backend.contracts.history import (
 )
 from backend.history.frames import Frame, Member
 
-
 # Kafka's lowest session timeout by default (group.min.session.timeout.ms): a member seen
 # committing within less than this before it was gone cannot have been dead for a session
 MIN_SESSION_MS = 6000
@@ -102,7 +101,8 @@ def supervisor_actions(ev: Evidence) -> list[Cause]:
             verb = {"kill": "killed (SIGKILL)", "stop": "stopped", "restart": "restarted",
                     "scale-up": "started to scale up", "scale-down": "stopped to scale down",
                     "start": "started"}[a.action]
-            who = {"presenter": "by the presenter", "up": "at the demo's start-up"}.get(
+            who = {"presenter": "by the presenter", "up": "at the demo's start-up",
+                   "up-restart": "after `groupscope up` restarted the crashed backend"}.get(
                 a.by, f"by the {a.by}")
             text = f"replica {a.replica} {verb} {who}"
         out.append(Cause(a.cause, text, member=a.replica,

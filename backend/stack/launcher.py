@@ -43,6 +43,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from backend.cluster.settings import resolve_settings
+from backend.contracts.history import ENV_RESTARTED_BY_UP
 from backend.netutil import port_open, wait_until
 from backend.paths import data_dir
 from backend.proc import (
@@ -219,9 +220,12 @@ class StackLauncher:
         self.timeline.append(Step(time.monotonic(), name, event))
         self.say(f"{name:>8} | {text}")
 
-    def start(self, kind: ProcessType) -> RunningProcess:
+    def start(self, kind: ProcessType, again: bool = False) -> RunningProcess:
+        """`again`: started after a crash, which the process is told (ENV_RESTARTED_BY_UP)."""
         # children run from the repository; they must still share this launcher's data dir
         env = dict(os.environ, PYTHONUNBUFFERED="1", GROUPSCOPE_DATA=str(data_dir().resolve()))
+        if again:
+            env[ENV_RESTARTED_BY_UP] = "1"
         env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env.get('PATH', '')}"
         # A Ctrl-C raised between the fork and `running.append` would leave a child that
         # stop_all never sees: the handler only notes it here, and it is raised once the
@@ -404,7 +408,7 @@ class StackLauncher:
                  f"({len(recent) + 1} of {RESTARTS_PER_WINDOW} in "
                  f"{RESTART_WINDOW_S / 60:.0f} min)")
         self._step(name, "starting", f"starting: {gone.kind.command}")
-        proc = self.start(gone.kind)
+        proc = self.start(gone.kind, again=True)
         self._starting = True  # a Ctrl-C now interrupts the wait
         try:
             wait_until(self._probe(name), READY_TIMEOUT.get(name, 60.0), interval=0.5,

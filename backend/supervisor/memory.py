@@ -9,12 +9,13 @@ request (the presenter), by the start-up (`up`), or a replica crashing on its ow
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from backend.cluster.settings import KafkaSettings
-from backend.contracts.history import HISTORY_FILE, Action
+from backend.contracts.history import ENV_RESTARTED_BY_UP, HISTORY_FILE, Action
 from backend.history.cli import Recording, recorder
 from backend.history.recorder import HistoryRecorder
 from backend.observer.overview import OverviewWatcher
@@ -39,7 +40,8 @@ def replica_action(group: str, event: dict[str, Any], by: str) -> Action | None:
                       exit_code=event.get("returncode"), by="supervisor")
     word = {"kill": "kill", "restart": "restart",
             "stop": "scale-down" if via == "scale" else "stop",
-            "start": "scale-up" if via == "scale" and by != "up" else "start"}.get(str(kind))
+            "start": "restart" if by == "up-restart"
+            else "scale-up" if via == "scale" and by != "up" else "start"}.get(str(kind))
     if word is None:
         return None
     return Action(int(event["ts"] * 1000), group, event["replica"], word, by=by)
@@ -55,9 +57,11 @@ class DemoMemory:
         self.watcher = OverviewWatcher(settings, interval=interval, history=self.recorder,
                                        lag_seconds=False).start()
         self.booting = True  # replicas started now are the start-up's, not the presenter's
+        # a backend `up` started again: its start-up restarts the demo's replicas
+        self.boot = "up-restart" if os.environ.get(ENV_RESTARTED_BY_UP) else "up"
 
     def note(self, group: str, event: dict[str, Any]) -> None:
-        action = replica_action(group, event, "up" if self.booting else "presenter")
+        action = replica_action(group, event, self.boot if self.booting else "presenter")
         if action is not None:
             self.recorder.record_action(action)
 

@@ -21,6 +21,8 @@ def event(action: str, **extra) -> dict:
     (event("start"), "presenter", Action(12_500, "g", "ada", "start")),
     (event("restart"), "presenter", Action(12_500, "g", "ada", "restart")),
     (event("start", via="restart"), "presenter", None),  # the restart's second half
+    (event("start", via="scale"), "up-restart",
+     Action(12_500, "g", "ada", "restart", by="up-restart")),
     (event("exit", returncode=3, state="crashed"), "presenter",
      Action(12_500, "g", "ada", "crash", exit_code=3, by="supervisor")),
     (event("exit", returncode=-9, state="killed"), "presenter", None),
