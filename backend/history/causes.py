@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from backend.contracts import CONSUMER, SHARE, STREAMS
 from backend.contracts.history import (
     ASSIGNOR,
+    CAUSES,
     CRASHED,
     DEPARTED,
     EPOCH,
@@ -210,9 +211,13 @@ RULES: tuple[Callable[[Evidence], list[Cause]], ...] = (
 FALLBACK: tuple[Callable[[Evidence], list[Cause]], ...] = (epoch_bump,)
 
 
+_RANK = {kind: i for i, kind in enumerate(CAUSES)}
+
+
 def causes(ev: Evidence, rules: Sequence[Callable[[Evidence], list[Cause]]] = RULES
            ) -> tuple[Cause, ...]:
+    """Every rule's causes, the main one first (CAUSES' order; a rule's own order within)."""
     found = [c for rule in rules for c in rule(ev)]
     if not found:
         found = [c for rule in FALLBACK for c in rule(ev)]
-    return tuple(found)
+    return tuple(sorted(found, key=lambda c: _RANK.get(c.kind, len(_RANK))))

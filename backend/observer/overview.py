@@ -56,9 +56,13 @@ def relax_collector() -> None:
 class OverviewWatcher:
     def __init__(self, settings: KafkaSettings, interval: float = 10.0, batch: int = 1000,
                  lag_time_budget_s: float = 3.0, history: HistoryRecorder | None = None,
-                 lag_seconds: bool = True) -> None:
+                 lag_seconds: bool = True,
+                 include: Callable[[str], bool] | None = None) -> None:
         self.settings = settings
         self.history = history
+        # the groups it watches (None: every group the cluster lists); the others are not
+        # described, tracked or shown
+        self.include = include
         # False: no record timestamps read (lag in seconds unknown), one reader fewer: for a
         # watcher kept for the memory alone, beside pages that read them (the demo's backend)
         self.lag_seconds = lag_seconds
@@ -121,6 +125,8 @@ class OverviewWatcher:
         refreshed = errors = 0
         try:
             listed = self.collector.list_groups()
+            if self.include is not None:
+                listed = [g for g in listed if self.include(g.group)]
             self.collector.topics()
         except ClusterError as exc:
             return self._publish(error=str(exc))

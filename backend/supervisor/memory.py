@@ -1,5 +1,5 @@
-"""The demo's memory: the backend watches every group of its cluster for the memory, and
-tells it what it did to its replicas, so an episode says "killed by the presenter".
+"""The demo's memory: the backend watches the demo's groups for the memory, and tells it what
+it did to their replicas, so an episode says "killed by the presenter".
 
 A replica pool's events (`ReplicaPool._note`) become the memory's `Action`s here, the one
 place that knows what each event means: a kill, a stop or a start, made by a control
@@ -50,12 +50,14 @@ def replica_action(group: str, event: dict[str, Any], by: str) -> Action | None:
 class DemoMemory:
     """The backend's recorder and the watcher that feeds it, started and stopped together."""
 
-    def __init__(self, settings: KafkaSettings, data_dir: Path,
+    def __init__(self, settings: KafkaSettings, data_dir: Path, groups: frozenset[str],
                  interval: float = MEMORY_INTERVAL_S) -> None:
+        """`groups`: the demo's own (its consumer and share groups), the only ones it reads:
+        the cluster may be anyone's, with thousands of groups of others."""
         self.recorder: HistoryRecorder = recorder(Recording(Path(data_dir) / HISTORY_FILE),
                                                   "backend").start()
         self.watcher = OverviewWatcher(settings, interval=interval, history=self.recorder,
-                                       lag_seconds=False).start()
+                                       lag_seconds=False, include=groups.__contains__).start()
         self.booting = True  # replicas started now are the start-up's, not the presenter's
         # a backend `up` started again: its start-up restarts the demo's replicas
         self.boot = "up-restart" if os.environ.get(ENV_RESTARTED_BY_UP) else "up"

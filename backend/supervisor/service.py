@@ -162,7 +162,8 @@ class SupervisorService:
             with contextlib.suppress(Exception):  # started and connected before any status
                 self._reader.cluster()
             if cfg.history:
-                self.memory = DemoMemory(cfg.settings, Path(cfg.data_dir))
+                self.memory = DemoMemory(cfg.settings, Path(cfg.data_dir),
+                                         frozenset({cfg.group, cfg.share_group}))
             if cfg.fleet:
                 from backend.fleet.simulator import FleetSimulator
 

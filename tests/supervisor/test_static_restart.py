@@ -88,6 +88,19 @@ def _remembered(b: Backend, since_ms: int) -> list[Episode]:
         store.close()
 
 
+def _kept(b: Backend) -> str:
+    """What the backend's memory holds of the group, in words (for a failure)."""
+    store = SqliteStore(b.data_dir / HISTORY_FILE)
+    try:
+        return "; ".join(
+            [f"{e.start_ms} {e.end_ms} {e.seen_as} {e.cause}"
+             for c in store.clusters() for e in store.episodes(c.key, b.group)]
+            + [f"{s.ts_ms} {s.state} {s.members}"
+               for c in store.clusters() for s in store.states(c.key, b.group, 0)]) or "nothing"
+    finally:
+        store.close()
+
+
 @pytest.mark.timeout(300)
 def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair: Backend,
                                                                       kafka) -> None:
@@ -147,8 +160,11 @@ def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair
         assert all(r.reason == "rejoin" and not r.moved for r in recent), recent
         assert all(r.cause == REJOINED and "ada" in r.evidence[0] for r in recent), recent
         # and the backend's memory keeps it, joined to the presenter's restart
-        remembered = wait_until(lambda: _remembered(b, since_ms), 30,
-                                what="the restart in the backend's memory")
+        try:
+            remembered = wait_until(lambda: _remembered(b, since_ms), 30,
+                                    what="the restart in the backend's memory")
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; it holds {_kept(b)}\n{b.log_tail()}") from None
         assert [e.seen_as for e in remembered] == ["rejoin"], remembered
         (episode,) = remembered
         assert episode.cause == RESTARTED and not episode.rebalance
