@@ -161,7 +161,10 @@ def press_until(page, key: str, done: Callable[[], object], timeout: float, what
     page said."""
     deadline = time.monotonic() + timeout
     while True:
-        button(page, key).click(timeout=10_000)
+        # the button itself may take a while to be drawn (a loaded machine rendering the
+        # expander or page it is in): wait for it as long as the whole press may take
+        left_ms = max(10_000, (deadline - time.monotonic()) * 1000)
+        button(page, key).click(timeout=left_ms)
         try:
             wait_until(done, max(0.5, min(again_s, deadline - time.monotonic())), what=what)
             return
