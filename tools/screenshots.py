@@ -19,6 +19,8 @@ README uses, into assets/screenshots/:
                          partition delivered to a member, both members among the sharers
   live-after-kill.png    Live: a replica killed (`ctl kill`), its partitions owned by the
                          others, no lane unowned
+  timeline.png           Timeline: the kill above from the backend's memory, its causes (the
+                         presenter's kill, the expiry it caused) and cost, the lag shaded
   live-idle-warning.png  Live: scaled to one replica more than partitions (`ctl scale`), the
                          warning names the idle replica and that replica owns no lane
   queues.png             Queues: share replicas scaled past the partitions (`ctl share
@@ -545,6 +547,31 @@ def live_shots(cam: Camera, partitions: int) -> None:
     cam.shoot(picture, f"Live: {n} replicas on {partitions} partitions, {who} idle")
 
 
+def timeline_shot(cam: Camera) -> None:
+    """timeline.png: the kill of live_shots on the Timeline, from the backend's memory: its
+    cause (the presenter's kill, and the expiry it caused) and the lag it cost."""
+    picture = "timeline.png"
+    cam.open("timeline", picture)
+
+    def card() -> str:
+        return cam.text(".st-key-timeline_card")
+
+    def killed() -> str | None:
+        text = card()
+        if "killed" in text and "by the presenter" in text:
+            return text
+        # the newest episode is shown first: the scale that followed the kill; step back
+        if cam.count(".st-key-timeline_previous button:not([disabled])"):
+            cam.page.locator(".st-key-timeline_previous button").first.click()
+        return None
+
+    cam.until(picture, killed, PAGE_S, "the kill's episode on the Timeline, its cause named")
+    cam.until(picture, lambda: cam.count(".st-key-timeline_lag .barlayer .point") > 0,
+              PAGE_S, "the lag chart with the rebalances shaded")
+    cam.scroll(".st-key-timeline_card", block="start", margin=120)
+    cam.shoot(picture, "Timeline: the kill's episode with its causes and cost, the lag shaded")
+
+
 def queues_shot(cam: Camera, partitions: int) -> None:
     """queues.png, after live_shots left the consumer group one replica past the partitions;
     the share group gets as many replicas, and is scaled back to none after the picture."""
@@ -722,7 +749,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         description="Make the README's screenshots from a real `groupscope up --brokers 3` "
                     "(free ports, a temporary data directory) in headless Chromium: "
                     "status.png, overview.png, share-group.png, live-after-kill.png, "
-                    "live-idle-warning.png, queues.png, replay-preview.png, "
+                    "live-idle-warning.png, timeline.png, queues.png, replay-preview.png, "
                     "streams-at-most-once.png, brokers.png. The room-*.png "
                     "pictures need a second laptop (a network namespace) and come from "
                     "the room tests. "
@@ -766,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
             status_shot(cam)
             groups_shots(cam)
             live_shots(cam, partitions)
+            timeline_shot(cam)
             queues_shot(cam, partitions)
             streams_shots(cam)
             brokers_shot(cam)

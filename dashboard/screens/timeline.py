@@ -158,7 +158,7 @@ def _memory(choice: str, start_ms: int | None, end_ms: int | None) -> None:
     worst = hm.worst(episodes)
     st.caption(f"{len(episodes)} rebalance{'' if len(episodes) == 1 else 's'} {span.label}"
                f"{' (the newest shown)' if len(episodes) >= hm.MAX_EPISODES else ''} · "
-               f"remembered in {memory.path} · the worst episode: {hm.WORST_RULE}.")
+               f"the worst episode: {hm.WORST_RULE}.")
     prev_, next_, worst_ = st.columns(3)
     earlier = hm.neighbour(episodes, index, -1)
     later = hm.neighbour(episodes, index, +1)
