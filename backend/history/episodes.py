@@ -22,8 +22,8 @@ sharers or members is an episode, and nothing is reported as moved.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -42,6 +42,7 @@ GROWTH_LOOKBACK_MS = 600_000
 # a pause shorter than this is never told from an observer's poll and commit cadence
 MIN_RESOLUTION_MS = 1000
 CADENCE_SAMPLES = 32
+USED_ACTIONS_KEPT = 256  # actions remembered as taken by an episode, per group
 
 DEPARTURE_ACTIONS = frozenset({"kill", "stop", "scale-down", "crash", "restart"})
 JOIN_ACTIONS = frozenset({"start", "scale-up", "restart"})
@@ -62,6 +63,10 @@ class _Episode:
     gap_ms: int | None = None
     unowned_ms: float = 0.0  # partition-milliseconds without an owner
     reconciling: dict[str, list[int]] = field(default_factory=dict)  # member id -> [first, last]
+    # member id -> the last frame of the episode that still listed it (a member may go long
+    # after the episode began: others left first, and the group never settled in between)
+    last_seen: dict[str, int] = field(default_factory=dict)
+    first_seen: dict[str, int] = field(default_factory=dict)  # member id -> listed since
     lag_peak: int | None = None
     lag_after: int | None = None
     recovered_ms: int | None = None
@@ -113,10 +118,14 @@ class EpisodeTracker:
         self._prev_ms: int | None = None  # the last frame's time, or a later `touch`'s
         self._progress_ms: dict[Slot, int] = {}  # slot -> last progress (first sight counts)
         self._moved_ms: dict[Slot, int] = {}  # slot -> last time its commit really moved
-        self._names: dict[str, Member] = {}
+        # the last frame's members, and since when each has been listed: an action on a
+        # replica older than its member id is a former incarnation's
+        self._names: Mapping[str, Member] = {}
+        self._first_seen: dict[str, int] = {}
         self._grown: list[tuple[str, int, int, int]] = []  # topic, before, after, seen at
         self._interval_ms: float | None = None  # frame spacing, smoothed
         self._cadence: deque[int] = deque(maxlen=CADENCE_SAMPLES)  # commit-move intervals
+        self._used: OrderedDict[Action, None] = OrderedDict()  # actions an episode took
 
     # ---- input ---------------------------------------------------------------------------
 
@@ -131,11 +140,14 @@ class EpisodeTracker:
                     else 0.8 * self._interval_ms + 0.2 * gap
             self._note_growth(prev, f)
         moved = self._commit_progress(f)
-        for m, member in f.members.items():
-            self._names[m] = member
+        if f.members.keys() != self._names.keys():
+            self._first_seen = {m: self._first_seen.get(m, f.taken_ms) for m in f.members}
+        self._names = f.members
         ep = self._open
         if ep is not None:
             ep.names.update(f.members)
+            for m, t in self._first_seen.items():
+                ep.first_seen.setdefault(m, t)
             self._during(ep, f, moved)
             if f.settled:
                 self._close(ep, f, actions)
@@ -214,6 +226,7 @@ class EpisodeTracker:
                       moved_before=dict(self._moved_ms), lag_peak=self._settled.lag)
         ep.names.update(self._settled.members)
         ep.names.update(f.members)
+        ep.first_seen.update(self._first_seen)
         return ep
 
     @staticmethod
@@ -243,6 +256,9 @@ class EpisodeTracker:
         for m in f.reconciling:
             span = ep.reconciling.setdefault(m, [f.taken_ms, f.taken_ms])
             span[1] = f.taken_ms
+        for m in f.members:
+            if m in ep.before.members:
+                ep.last_seen[m] = f.taken_ms
         for p in moved:
             ep.first_after.setdefault(p, f.taken_ms)
         ep.lag_peak = _lag_max(ep.lag_peak, f.lag)
@@ -295,7 +311,8 @@ class EpisodeTracker:
         moves = [ep.moved_before[s] for s in mine if s in ep.moved_before]
         cadence = median(self._cadence) if self._cadence else 0
         resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence)
-        return Departure(m, len(mine), waiting, max(moves) if moves else None, ep.start_ms,
+        noticed = max(ep.start_ms, ep.last_seen.get(m.member_id, ep.start_ms))
+        return Departure(m, len(mine), waiting, max(moves) if moves else None, noticed,
                          int(resolution))
 
     def _growth_for(self, ep: _Episode) -> tuple[tuple[str, int, int], ...]:
@@ -311,22 +328,29 @@ class EpisodeTracker:
             first[topic] = (topic, first[topic][1] if topic in first else a, b)
         return tuple(first.values())
 
-    @staticmethod
-    def _actions_for(ep: _Episode, came: Iterable[Member], went: Iterable[Member],
+    def _actions_for(self, ep: _Episode, came: Iterable[Member], went: Iterable[Member],
                      actions: Sequence[Action]) -> tuple[Action, ...]:
-        """Per replica named in the episode, the newest action of the kind its role takes
-        (a departure: kill, stop, crash; a join: start; a restart: both) in the window."""
+        """Per replica named in the episode, every action of the kinds its role takes (a
+        departure: kill, stop, crash; a join: start; a restart: both) in the window that no
+        earlier episode took: a kill is the cause of the one episode its victim went in,
+        however many episodes its window spans."""
         assert ep.end_ms is not None
         lo, hi = ep.start_ms - ACTION_LOOKBACK_MS, ep.end_ms
+        # a process may be acted on a little before the observer first lists its member id
+        slack = int(2 * (self._interval_ms or 0)) + MIN_RESOLUTION_MS
         out: list[Action] = []
         for members, kinds in ((went, DEPARTURE_ACTIONS), (came, JOIN_ACTIONS)):
             for m in members:
-                fit = [a for a in actions if a.replica == m.client_id and a.action in kinds
-                       and lo <= a.ts_ms <= hi]
-                if fit:
-                    newest = max(fit, key=lambda a: a.ts_ms)
-                    if newest not in out:
-                        out.append(newest)
+                since = ep.first_seen.get(m.member_id)
+                low = lo if since is None or kinds is JOIN_ACTIONS else max(lo, since - slack)
+                out.extend(a for a in actions if a.replica == m.client_id
+                           and a.action in kinds and low <= a.ts_ms <= hi
+                           and a not in out and a not in self._used)
+        out.sort(key=lambda a: a.ts_ms)
+        for a in out:
+            self._used[a] = None
+        while len(self._used) > USED_ACTIONS_KEPT:
+            self._used.popitem(last=False)
         return tuple(out)
 
     # ---- after the end: the impact until it is final -----------------------------------
@@ -407,7 +431,7 @@ class EpisodeTracker:
         shown = after if after is not None else ep.before
         span_end = ep.end_ms
         reconciling = tuple(sorted(
-            (self._names[m].client_id if m in self._names else m,
+            (ep.names[m].client_id if m in ep.names else m,
              (span_end if span_end is not None else last) - first)
             for m, (first, last) in ep.reconciling.items()))
         rejoin = ep.seen_as == "rejoin"

@@ -205,6 +205,30 @@ def test_members_that_came_and_went_within_one_rebalance_are_named_with_their_ac
     assert "gone again before the group settled" in ep.causes[-1].evidence
 
 
+def test_actions_during_a_long_rebalance_are_all_joined_each_to_one_episode():
+    """A scale-down opens a rebalance; before the group settles a member is killed, and is
+    listed until its session ends: one episode, both actions in it, the kill's victim judged
+    from when it was last listed, not from when the episode began."""
+    g = Group(members={"id-a": "a", "id-b": "b", "id-c": "c"})
+    g.spread("id-a", "id-b", "id-c")
+    run(g, 0, 2)
+    del g.members["id-c"]
+    g.state, g.owners = "PreparingRebalance", {}
+    actions = (Action(1_900, "g", "c", "scale-down"), Action(3_000, "g", "b", "kill"),
+               Action(-50_000, "g", "b", "kill"))  # an older kill, another episode's
+    run(g, 2, 8, actions)
+    del g.members["id-b"]  # its session ended: gone at 8 s, last listed at 7.5 s
+    run(g, 8, 9, actions)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 9, 12, actions)
+    (ep,) = g.final()
+    kinds = [(c.kind, c.member) for c in ep.causes]
+    assert kinds[:2] == [(KILLED, "b"), (SCALED, "c")], kinds
+    b = next(c for c in ep.causes if c.member == "b" and c.kind != KILLED)
+    assert b.dead_ms is None or b.dead_ms >= 5_000, b  # not "0 s before it was gone"
+
+
 def test_a_kip848_group_keeps_its_epochs_and_who_reconciled_for_how_long():
     g = Group(members={"id-a": "a", "id-b": "b"}, protocol="consumer", generation=4)
     g.spread("id-a", "id-b")
@@ -248,3 +272,26 @@ def test_each_change_is_emitted_once_per_frame_and_the_final_version_last():
     assert (9000, 10_000, False) in versions  # ended
     assert versions[-1] == (9000, 10_000, True)  # final
     assert sum(1 for v in versions if v[2]) == 1
+
+
+def test_a_streams_groups_active_tasks_are_its_slots_and_move_like_partitions():
+    from backend.cluster.groups import GroupDescription, GroupMember
+    from backend.history.frames import frame_from
+
+    def desc(*members: tuple[str, tuple[str, ...]]) -> GroupDescription:
+        return GroupDescription("s", "Stable", "streams", None, tuple(
+            GroupMember(m, m, "/h", (), tasks=tasks) for m, tasks in members), epoch=3)
+
+    a = ("a", ("0_0 active", "0_1 active", "0_1 standby"))
+    b = ("b", ("0_2 active",))
+    f = frame_from(desc(a, b), 0, {}, {}, {})
+    assert f.assignment == {("subtopology 0", 0): "a", ("subtopology 0", 1): "a",
+                            ("subtopology 0", 2): "b"}
+    tracker = EpisodeTracker("c", "s")
+    tracker.observe(f)
+    tracker.observe(frame_from(desc(("a", ("0_0 active", "0_1 active", "0_2 active"))), 1000,
+                               {}, {}, {}))
+    (ep,) = tracker.episodes()
+    assert [(m.topic, m.partition, m.source, m.target) for m in ep.impact.moved] == [
+        ("subtopology 0", 2, "b", "a")]
+    assert ep.left == ("b",)
