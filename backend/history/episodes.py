@@ -140,9 +140,6 @@ class EpisodeTracker:
                     else 0.8 * self._interval_ms + 0.2 * gap
             self._note_growth(prev, f)
         moved = self._commit_progress(f)
-        if f.members.keys() != self._names.keys():
-            self._first_seen = {m: self._first_seen.get(m, f.taken_ms) for m in f.members}
-        self._names = f.members
         ep = self._open
         if ep is not None:
             ep.names.update(f.members)
@@ -185,6 +182,9 @@ class EpisodeTracker:
         for p in moved:  # only now: an episode this frame began compares with before it
             self._progress_ms[p] = f.taken_ms
             self._moved_ms[p] = f.taken_ms
+        if f.members.keys() != self._names.keys():  # likewise: the members it replaced
+            self._first_seen = {m: self._first_seen.get(m, f.taken_ms) for m in f.members}
+        self._names = f.members
         if f.settled and self._open is None:
             self._settled = f
         self._prev, self._prev_ms = f, f.taken_ms
@@ -341,8 +341,13 @@ class EpisodeTracker:
         out: list[Action] = []
         for members, kinds in ((went, DEPARTURE_ACTIONS), (came, JOIN_ACTIONS)):
             for m in members:
-                since = ep.first_seen.get(m.member_id)
-                low = lo if since is None or kinds is JOIN_ACTIONS else max(lo, since - slack)
+                if kinds is DEPARTURE_ACTIONS:  # acted on this member id, not a former one
+                    since = ep.first_seen.get(m.member_id)
+                    low = lo if since is None else max(lo, since - slack)
+                else:  # started after the member id this one replaces was
+                    former = [t for mid, t in ep.first_seen.items() if mid != m.member_id
+                              and mid in ep.names and ep.names[mid].client_id == m.client_id]
+                    low = max([lo, *(t + 1 for t in former)])
                 out.extend(a for a in actions if a.replica == m.client_id
                            and a.action in kinds and low <= a.ts_ms <= hi
                            and a not in out and a not in self._used)

@@ -295,3 +295,23 @@ def test_a_streams_groups_active_tasks_are_its_slots_and_move_like_partitions():
     assert [(m.topic, m.partition, m.source, m.target) for m in ep.impact.moved] == [
         ("subtopology 0", 2, "b", "a")]
     assert ep.left == ("b",)
+
+
+def test_a_start_that_began_a_former_incarnation_is_not_the_cause_of_a_later_one():
+    from backend.contracts.history import REJOINED, RESTARTED
+
+    tracker = EpisodeTracker("c", "g")
+
+    def f(t_ms: int, ada_id: str) -> Frame:
+        members = {ada_id: Member(ada_id, "ada", "", "ada"), "id-b": Member("id-b", "b")}
+        return Frame(t_ms, "Stable", members=members,
+                     assignment={(T, 0): ada_id, (T, 1): "id-b"}, partition_counts={T: 2})
+
+    actions = (Action(-5_000, "g", "ada", "scale-up"),  # started the first ada
+               Action(3_000, "g", "ada", "restart"))
+    for t in range(0, 5_000, 500):
+        tracker.observe(f(t, "ada-1"), actions)
+    tracker.observe(f(5_000, "ada-2"), actions)  # back under a new id, same partitions
+    (ep,) = tracker.episodes()
+    assert ep.seen_as == "rejoin"
+    assert [c.kind for c in ep.causes] == [RESTARTED, REJOINED]
