@@ -60,6 +60,16 @@ class _GroupMemory:
     parts_written: tuple[int, dict] | None = None  # (ts, partition lags)
 
 
+def _same_lag(last: tuple[int, int, float | None], now: int, total: int,
+              seconds: float | None) -> bool:
+    """Nothing new since the point written last: the same lag, and its age the same oldest
+    record's, grown by the time between (a stuck or idle group: most of a cluster's)."""
+    ts, lag, was = last
+    if lag != total or (was is None) != (seconds is None):
+        return False
+    return seconds is None or was is None or abs(seconds - was - (now - ts) / 1000) < 1.0
+
+
 def lag_rate(points: Iterable[tuple[int, int]], span_ms: int = RATE_SPAN_MS) -> float | None:
     """Least-squares slope of total lag over time, msg/s, from the points of the last
     `span_ms`; None with fewer than two points or under a second of span. One pass over
@@ -278,8 +288,8 @@ class OverviewModel:
                 lags = None
             else:
                 mem.parts_written = (now, lags)
-        if lags is not None or last is None or (total, seconds) != last[1:] \
-                or now - last[0] >= LAG_KEEPALIVE_MS:
+        if lags is not None or last is None or now - last[0] >= LAG_KEEPALIVE_MS \
+                or not _same_lag(last, now, total, seconds):
             mem.lag_written = (now, total, seconds)
             self._lag.append(GroupLag(group, now, total, seconds, lags))
 

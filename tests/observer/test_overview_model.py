@@ -185,3 +185,22 @@ def test_the_overview_raises_the_collectors_thresholds_and_never_lowers_them():
         assert gc.get_threshold() == higher
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_stuck_groups_lag_is_written_once_then_as_it_changes_or_every_keepalive():
+    """Its lag does not move and its age grows by the time between: nothing new to keep
+    until the keepalive; a moving lag is written every cycle."""
+    from backend.observer.overview_model import LAG_KEEPALIVE_MS
+
+    model = OverviewModel()
+    oldest = {(T, 0): 0, (T, 1): 0}  # the first unread records, written at the epoch
+
+    def written(ms: int, committed: int = 10) -> int:
+        model.update(reading(ms, {0: committed, 1: committed}), ENDS, {}, own=False,
+                     oldest_unread_ms=oldest)
+        return len(model.drain()[2])
+
+    assert written(10_000) == 1
+    assert [written(t) for t in range(20_000, 200_000, 10_000)] == [0] * 18
+    assert written(10_000 + LAG_KEEPALIVE_MS) == 1  # still alive, said every keepalive
+    assert written(20_000 + LAG_KEEPALIVE_MS, committed=12) == 1  # it moved
