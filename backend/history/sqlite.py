@@ -102,7 +102,10 @@ def explain(path: str | Path, exc: BaseException) -> str:
     elif "locked" in low or "busy" in low:
         what = f"is locked by another process ({text}); retrying"
     elif "full" in low or "no space" in low:
-        what = f"cannot grow: the disk is full ({text}); free space or lower --history-max-bytes"
+        what = f"cannot grow: the disk is full ({text}); free space or lower --history-max-mb"
+    elif isinstance(exc, (FileExistsError, NotADirectoryError)):
+        what = (f"cannot be made: a file stands where its directory should be ({text}); "
+                f"point --history elsewhere")
     elif "readonly" in low or "read-only" in low or "permission" in low or "unable to open" \
             in low:
         what = (f"cannot be written ({text}); make it and its directory writable, or point "

@@ -200,12 +200,18 @@ def test_a_damaged_file_is_one_line_naming_it(tmp_path):
     assert "\n" not in line and str(path) in line and "damaged" in line
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_a_directory_it_cannot_write_is_one_line(tmp_path):
-    (tmp_path / "ro").mkdir(mode=0o500)
+def test_a_place_it_cannot_write_is_one_line(tmp_path):
+    if os.geteuid() != 0:  # root writes into any directory; a file in the way stops it too
+        (tmp_path / "ro").mkdir(mode=0o500)
+        with pytest.raises(StoreError) as err:
+            SqliteStore(tmp_path / "ro" / "history.sqlite")
+        assert "cannot be written" in str(err.value)
+    (tmp_path / "data").write_text("a file where the data directory should be")
     with pytest.raises(StoreError) as err:
-        SqliteStore(tmp_path / "ro" / "history.sqlite")
-    assert "cannot be written" in str(err.value)
+        SqliteStore(tmp_path / "data" / "history.sqlite")
+    line = str(err.value)
+    assert "\n" not in line and "a file stands where its directory should be" in line
+    assert "--history" in line
 
 
 def test_a_file_locked_by_another_writer_is_waited_for_then_one_line(tmp_path, monkeypatch):
