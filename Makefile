@@ -42,7 +42,7 @@ unit: setup
 	GROUPSCOPE_UNIT_ONLY=1 $(BIN)/pytest -m "not broker and not spark and not browser and not stack" $(PYTEST_ARGS)
 
 # twenty broker kills under a three-node `up`, an exporter and a watched page: no groupscope
-# process may die (tests/system/test_broker_faults.py runs three in `make test`)
+# process may die (tests/system/test_broker_faults.py runs one in `make test`)
 soak-brokers: setup jars
 	GROUPSCOPE_FAULT_CYCLES=20 $(BIN)/pytest -q tests/system/test_broker_faults.py $(PYTEST_ARGS)
 
