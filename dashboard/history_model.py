@@ -307,6 +307,21 @@ class LagSeries:
     lags: list[int | None]
 
 
+CHART_MARGIN = 0.05  # of the drawn time, left before the memory's first record
+
+
+def chart_since(since_ms: int, until_ms: int, series: LagSeries,
+                episodes: Sequence[Episode]) -> int:
+    """Where the lag chart starts: the span's start, or shortly before the memory's first
+    record in it when that is later, so a memory minutes old is not a sliver at the right
+    edge of a 24-hour axis (the span's picker still says what was asked)."""
+    firsts = [t for t in (series.times[:1] + [e.start_ms for e in episodes]) if t >= since_ms]
+    if not firsts:
+        return since_ms
+    first = min(firsts)
+    return max(since_ms, first - int((until_ms - first) * CHART_MARGIN))
+
+
 BREAK_STEPS = 6  # a silence of this many typical steps (and at least MIN_BREAK_MS) breaks
 MIN_BREAK_MS = 60_000
 

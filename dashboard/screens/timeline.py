@@ -134,7 +134,8 @@ def _chart(memory: GroupMemory, episodes: tuple[Episode, ...], span: hm.Span,
         st.caption(f"No lag of {ctx.group} recorded {span.label}.")
         return
     open_until = min(span.until_ms, int(time.time() * 1000))
-    st.plotly_chart(memory_lag_figure(series, hm.shades(episodes, open_until), span.since_ms,
+    since = hm.chart_since(span.since_ms, open_until, series, episodes)
+    st.plotly_chart(memory_lag_figure(series, hm.shades(episodes, open_until), since,
                                       span.until_ms, shown, revision=revision),
                     key="timeline_lag", config={"displayModeBar": False})
 

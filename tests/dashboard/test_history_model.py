@@ -219,3 +219,16 @@ def test_a_hole_in_the_memory_breaks_the_line():
     many = [NOW + i * S for i in range(3000)] + [NOW + 90_000 * S + i * S for i in range(3000)]
     bucketed = hm.lag_series(block(many, [7] * 6000), max_points=200)
     assert bucketed.lags.count(None) == 1 and len(bucketed.times) <= 200
+
+
+def test_the_chart_starts_near_the_memory_s_first_record_not_a_day_before_it():
+    day, now = 86_400_000, 10 * 86_400_000
+    since = now - day
+    recent = hm.LagSeries([now - 600_000, now - 300_000], [1, 2])
+    start = hm.chart_since(since, now, recent, [])
+    assert start == now - 600_000 - 30_000  # 5 % of the ten minutes drawn, before the first
+    older_episode = [ep(now - 3_600_000)]
+    assert hm.chart_since(since, now, recent, older_episode) == now - 3_600_000 - 180_000
+    full = hm.LagSeries([since + 1000, now], [1, 2])
+    assert hm.chart_since(since, now, full, []) == since  # never before the span's start
+    assert hm.chart_since(since, now, hm.LagSeries([], []), []) == since
