@@ -7,10 +7,11 @@ killed mid-write leaves the file as it was before that transaction. Two writing 
 
 Lag is written as raw points, one row per group per cycle, and folded every few minutes
 (`maintain`) into one compressed block per group per hour (`chunks.py`), which is what keeps
-days of every cycle's lag in little space. Episodes are stored as JSON (EPISODE_JSON) beside
-the columns they are searched and sorted by. Episodes and blocks (a kilobyte or more a row)
-are rowid tables: in a WITHOUT ROWID table a row that size spills into an overflow page of
-its own, four times the bytes.
+days of every cycle's lag in little space; the hour still filling waits in `lag_open`, so a
+finished hour's block is written once. Episodes are stored as zlib-compressed JSON
+(EPISODE_JSON) beside the columns they are searched and sorted by. Episodes and blocks (a
+kilobyte or more a row) are rowid tables: in a WITHOUT ROWID table a row that size spills
+into an overflow page of its own, four times the bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,12 +43,16 @@ from backend.history.store import (
     StoreError,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the open hour's lag apart (lag_open), episode bodies compressed
 BUSY_TIMEOUT_MS = 5000
 HOUR_MS = 3_600_000
-# raw lag points younger than this stay raw at a fold: the newest hour's block is then
+# raw lag points younger than this stay raw at a fold: the open hour's block is then
 # rewritten a few times an hour, not every cycle
 RAW_KEEP_MS = 120_000
+EPISODE_LEVEL = 6  # zlib level of an episode's JSON body
+# a page holds fifteen hour blocks of a kilobyte, not three: SQLite's 4 KiB left a fifth of
+# every page empty (bench/README.md, "The memory")
+PAGE_BYTES = 16384
 WAL_LIMIT_BYTES = 64 << 20  # the WAL file is truncated back to this after a checkpoint
 # an episode still open this long before a span began is a writer that stopped mid-episode,
 # not a rebalance still going: it does not overlap the span
@@ -79,6 +85,9 @@ CREATE TABLE IF NOT EXISTS lag_blocks(
     group_id INTEGER NOT NULL, hour_ms INTEGER NOT NULL, data BLOB NOT NULL,
     UNIQUE(group_id, hour_ms));
 CREATE INDEX IF NOT EXISTS lag_blocks_by_time ON lag_blocks(hour_ms);
+CREATE TABLE IF NOT EXISTS lag_open(
+    group_id INTEGER NOT NULL, hour_ms INTEGER NOT NULL, data BLOB NOT NULL,
+    UNIQUE(group_id, hour_ms));
 CREATE TABLE IF NOT EXISTS actions(
     id INTEGER PRIMARY KEY, cluster_id INTEGER NOT NULL, ts_ms INTEGER NOT NULL,
     grp TEXT NOT NULL, replica TEXT NOT NULL, action TEXT NOT NULL, exit_code INTEGER,
@@ -145,8 +154,9 @@ class SqliteStore(HistoryStore):
         db = self._db
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         fresh = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
-        if fresh:
-            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before the first table
+        if fresh:  # both before the first table (and the page size before WAL)
+            db.execute(f"PRAGMA page_size={PAGE_BYTES}")
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
             raise sqlite3.OperationalError("cannot switch to WAL mode")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -157,8 +167,8 @@ class SqliteStore(HistoryStore):
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
-            if self._schema() is None:
-                db.execute("INSERT INTO meta VALUES('schema', ?)", (str(SCHEMA_VERSION),))
+            db.execute("INSERT OR REPLACE INTO meta VALUES('schema', ?)",
+                       (str(SCHEMA_VERSION),))
 
     def _schema(self) -> int | None:
         """The file's schema version; None before it has one. A newer one than this code
@@ -267,7 +277,8 @@ class SqliteStore(HistoryStore):
                     "cause=excluded.cause, final=excluded.final, "
                     "rebalance=excluded.rebalance, body=excluded.body",
                     [(gid(e.group), e.start_ms, e.end_ms, e.cause, int(e.final),
-                      int(e.rebalance), EPISODE_JSON.dump_json(e)) for e in cycle.episodes])
+                      int(e.rebalance), zlib.compress(EPISODE_JSON.dump_json(e), EPISODE_LEVEL))
+                     for e in cycle.episodes])
             if cycle.states:
                 db.executemany(
                     "INSERT OR REPLACE INTO states VALUES(?, ?, ?, ?, ?, ?, ?)",
@@ -311,6 +322,7 @@ class SqliteStore(HistoryStore):
                 ("DELETE FROM episodes WHERE start_ms < ?", oldest),
                 ("DELETE FROM states WHERE ts_ms < ?", oldest),
                 ("DELETE FROM lag_blocks WHERE hour_ms < ?", oldest - HOUR_MS),
+                ("DELETE FROM lag_open WHERE hour_ms < ?", oldest - HOUR_MS),
                 ("DELETE FROM lag_raw WHERE ts_ms < ?", oldest),
                 ("DELETE FROM actions WHERE ts_ms < ?", oldest)))
         done["trimmed"] = self._trim(max_bytes)
@@ -321,13 +333,17 @@ class SqliteStore(HistoryStore):
         return done
 
     def _fold(self, before_ms: int) -> int:
-        """Raw lag points older than `before_ms` into their group's hourly blocks."""
+        """Raw lag points older than `before_ms` into their group's hourly blocks.
+
+        An hour still filling is kept in `lag_open` (one row a group) and rewritten at each
+        fold; once the hour is over its block goes into `lag_blocks` once. Rewriting rows in
+        `lag_blocks` itself left holes in its pages that later rows never fill (a new rowid
+        goes at the end), and cost 1.7x the blocks' bytes."""
+        closed_before = before_ms - before_ms % HOUR_MS  # hours that began before it are over
         with self._tx() as db:
             rows = db.execute("SELECT group_id, ts_ms, lag, lag_tenths, parts FROM lag_raw "
                               "WHERE ts_ms < ? ORDER BY group_id, ts_ms",
                               (before_ms,)).fetchall()
-            if not rows:
-                return 0
             blocks: dict[tuple[int, int], LagBlock] = {}
             for gid, ts, lag, tenths, parts in rows:
                 block = blocks.setdefault((gid, ts - ts % HOUR_MS), LagBlock())
@@ -337,12 +353,23 @@ class SqliteStore(HistoryStore):
                 if parts is not None:
                     block.add_partitions(ts, _parts(parts) or {})
             for (gid, hour), new in blocks.items():
-                row = db.execute("SELECT data FROM lag_blocks WHERE group_id=? AND hour_ms=?",
-                                 (gid, hour)).fetchone()
-                block = decode(row[0]) if row is not None else LagBlock()
+                block = LagBlock()
+                for table in ("lag_blocks", "lag_open"):  # a late point of a closed hour
+                    row = db.execute(f"SELECT data FROM {table} WHERE group_id=? AND "
+                                     f"hour_ms=?", (gid, hour)).fetchone()
+                    if row is not None:
+                        block.extend(decode(row[0]))
                 block.extend(new)
-                db.execute("INSERT OR REPLACE INTO lag_blocks VALUES(?, ?, ?)",
-                           (gid, hour, encode(block)))
+                table = "lag_blocks" if hour < closed_before else "lag_open"
+                db.execute(f"INSERT OR REPLACE INTO {table} VALUES(?, ?, ?)",
+                           (gid, hour, encode(block, finished=table == "lag_blocks")))
+                if table == "lag_blocks":
+                    db.execute("DELETE FROM lag_open WHERE group_id=? AND hour_ms=?",
+                               (gid, hour))
+            # the hours that ended with no point since the last fold (a group gone quiet)
+            db.execute("INSERT OR REPLACE INTO lag_blocks SELECT group_id, hour_ms, data "
+                       "FROM lag_open WHERE hour_ms < ?", (closed_before,))
+            db.execute("DELETE FROM lag_open WHERE hour_ms < ?", (closed_before,))
             db.execute("DELETE FROM lag_raw WHERE ts_ms < ?", (before_ms,))
             return len(rows)
 
@@ -445,7 +472,7 @@ class SqliteStore(HistoryStore):
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         rows = self._read(sql, tuple(args))
-        return [EPISODE_JSON.validate_json(body) for (body,) in reversed(rows)]
+        return [_episode(body) for (body,) in reversed(rows)]
 
     def states(self, cluster: str, group: str, since_ms: int,
                until_ms: int | None = None) -> list[StateChange]:
@@ -465,9 +492,11 @@ class SqliteStore(HistoryStore):
         if gid is None:
             return out
         until = until_ms if until_ms is not None else 1 << 62
-        blocks = self._read("SELECT data FROM lag_blocks WHERE group_id=? AND hour_ms>=? "
-                            "AND hour_ms<=? ORDER BY hour_ms",
-                            (gid, since_ms - since_ms % HOUR_MS, until))
+        hour = since_ms - since_ms % HOUR_MS
+        blocks = self._read("SELECT data FROM (SELECT hour_ms, data FROM lag_blocks WHERE "
+                            "group_id=? AND hour_ms>=? AND hour_ms<=? UNION ALL SELECT "
+                            "hour_ms, data FROM lag_open WHERE group_id=? AND hour_ms>=? AND "
+                            "hour_ms<=?) ORDER BY hour_ms", (gid, hour, until, gid, hour, until))
         for (data,) in blocks:
             block = decode(data)
             if not partitions:
@@ -500,6 +529,11 @@ class SqliteStore(HistoryStore):
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._db.close()
+
+
+def _episode(body: bytes) -> Episode:
+    """An episode's row body: zlib-compressed JSON (schema 1 kept it plain)."""
+    return EPISODE_JSON.validate_json(body if body[:1] == b"{" else zlib.decompress(body))
 
 
 def _clip(block: LagBlock, since_ms: int, until_ms: int) -> LagBlock:
