@@ -115,18 +115,26 @@ def used_bytes(store) -> int:
 
 def part_bytes(groups: int, episodes_per_day: int) -> dict:
     """Each kind twice, with and without episodes: what the lag costs and what an episode
-    costs, apart."""
+    costs, apart. Two days are written and the second day's growth is the cost a day: the
+    first also holds what a file has once (a page per table and index, the open hour's
+    blocks, the last minutes' raw points), reported apart as `fixed_bytes_per_group`."""
     from backend.history.sqlite import SqliteStore
 
     out = {}
     for kind in ("busy", "steady"):
-        sizes = {}
+        sizes, fixed, took = {}, {}, {}
         for eps in (0, episodes_per_day):
             with tempfile.TemporaryDirectory() as d:
                 store = SqliteStore(Path(d) / "history.sqlite")
-                took = write_days(store, groups, 1.0, 1_800_000_000_000, busy=kind == "busy",
-                                  episodes_per_day=eps)
-                sizes[eps] = used_bytes(store)
+                start = 1_800_000_000_000
+                first = write_days(store, groups, 1.0, start, busy=kind == "busy",
+                                   episodes_per_day=eps)
+                one = used_bytes(store)
+                took = write_days(store, groups, 1.0, start + DAY_MS, busy=kind == "busy",
+                                  episodes_per_day=eps, seed=8)
+                sizes[eps] = used_bytes(store) - one
+                fixed[eps] = one - sizes[eps]
+                took = {k: round(first[k] + took[k], 1) for k in took}
                 store.close()
         per = sizes[episodes_per_day] / groups
         out[kind] = {"groups": groups, "episodes_per_day": episodes_per_day,
@@ -134,7 +142,9 @@ def part_bytes(groups: int, episodes_per_day: int) -> dict:
                      "lag_bytes_per_group_day": round(sizes[0] / groups),
                      "bytes_per_episode": round((sizes[episodes_per_day] - sizes[0])
                                                 / groups / max(1, episodes_per_day)),
-                     "week_of_5000_groups_mib": round(per * 5000 * 7 / 2**20, 1), **took}
+                     "fixed_bytes_per_group": round(fixed[episodes_per_day] / groups),
+                     "week_of_5000_groups_mib": round(per * 5000 * 7 / 2**20, 1),
+                     **{f"two_days_{k}": v for k, v in took.items()}}
     return out
 
 
@@ -274,9 +284,9 @@ def main() -> int:
     for kind, b in result.get("bytes", {}).items():
         print(f"  {kind:6} groups: {b['bytes_per_group_day']:,} bytes a group a day "
               f"({b['lag_bytes_per_group_day']:,} of lag, {b['episodes_per_day']} episodes of "
-              f"{b['bytes_per_episode']:,}); 7 days of 5 000 groups "
-              f"{b['week_of_5000_groups_mib']} MiB (written in {b['write_s']} s, upkeep "
-              f"{b['upkeep_s']} s)")
+              f"{b['bytes_per_episode']:,}) and {b['fixed_bytes_per_group']:,} once; 7 days "
+              f"of 5 000 groups {b['week_of_5000_groups_mib']} MiB (two days written in "
+              f"{b['two_days_write_s']} s, upkeep {b['two_days_upkeep_s']} s)")
     if "timeline" in result:
         t = result["timeline"]
         print(f"  a group's week: opened in {t['open_s']['median']} s "
