@@ -13,7 +13,7 @@ because a truncated archive crashes the JVM that maps it. A stale one (another J
 other jars) the JVM itself detects and ignores, running without it, only slower.
 
 The Spark and Kafka specifics (what runs, what is checked) are in backend/engine/classdata.py
-and backend/kafkanode/classdata.py.
+and backend/broker/classdata.py.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from backend.cli_common import UserError
-    from backend.cluster.properties import KafkaConfigError
-    from backend.cluster.settings import ClusterUnreachable
+    from backend.kafka.properties import KafkaConfigError
+    from backend.kafka.settings import ClusterUnreachable
     from backend.netutil import PortBusyError
 
     parser = build_parser()

@@ -100,9 +100,9 @@ def main() -> int:
 
     from confluent_kafka import Consumer
 
-    from backend.cluster.clients import quiet_admin
-    from backend.cluster.topics import ensure_topics
     from backend.fleet.simulator import FleetSimulator
+    from backend.kafka.clients import quiet_admin
+    from backend.kafka.topics import ensure_topics
 
     runs: list[dict] = []
     with Stack(spark_remote=args.spark_remote, brokers=3) as stack, LoadSampler() as load:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backend.cluster.settings import KafkaSettings  # noqa: E402
+from backend.kafka.settings import KafkaSettings  # noqa: E402
 
 
 def machine() -> dict[str, Any]:
@@ -97,16 +97,16 @@ class Stack:
     _started: list[Any] = field(default_factory=list)
 
     def __enter__(self) -> Stack:
-        from backend.cluster.settings import resolve_settings
+        from backend.broker.embedded import EmbeddedBroker
         from backend.engine.server import SparkConnectServer
-        from backend.kafkanode.embedded import EmbeddedBroker
+        from backend.kafka.settings import resolve_settings
         from backend.netutil import free_port
 
         try:
             if self.bootstrap:
                 self.settings = resolve_settings(self.bootstrap, None)
             elif self.brokers > 1:
-                from backend.kafkanode.nodes import EmbeddedCluster
+                from backend.broker.nodes import EmbeddedCluster
 
                 self.cluster = EmbeddedCluster(self.work / "cluster", brokers=self.brokers)
                 self.cluster.start()

@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backend.cluster.partitioner import partition_for  # noqa: E402
 from backend.contracts import (  # noqa: E402
     Event,
     MemberView,
@@ -31,6 +30,7 @@ from backend.contracts import (  # noqa: E402
     Snapshot,
     StreamView,
 )
+from backend.kafka.partitioner import partition_for  # noqa: E402
 from backend.supervisor.names import name_at  # noqa: E402
 
 

@@ -36,7 +36,7 @@ from backend.engine import classdata
 from backend.engine.server import SparkConnectServer
 from backend.netutil import free_port
 from backend.replica.spark_summary import SparkSummariser
-from backend.sparkclient.session import check_engine
+from backend.spark.session import check_engine
 
 STEPS = ("listen_s", "first_query_s", "warm_up_s", "ready_s", "engine_cpu_s", "rss_mb")
 

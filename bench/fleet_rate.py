@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import ensure_input_topic
 from backend.fleet.recovery import recover_next_seq
 from backend.fleet.simulator import FleetSimulator, stream_ids
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.topics import ensure_input_topic
 
 
 @dataclass
@@ -157,7 +157,7 @@ def main() -> int:
     if args.bootstrap:
         settings = KafkaSettings(bootstrap=args.bootstrap, external=True)
     else:
-        from backend.kafkanode.embedded import EmbeddedBroker
+        from backend.broker.embedded import EmbeddedBroker
         from backend.netutil import free_port
 
         broker = EmbeddedBroker(Path(tempfile.mkdtemp(prefix="bench-broker-")), port=free_port())

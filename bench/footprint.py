@@ -315,8 +315,8 @@ def at_rest(up: UpRun, settings: Any, group: str, topic: str, window: float,
 
 
 def one_repeat(rep: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from backend.cluster.settings import resolve_settings
     from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+    from backend.kafka.settings import resolve_settings
     from backend.netutil import port_open
     from backend.observer.observer import Observer
     from backend.supervisor.client import ControlClient

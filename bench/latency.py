@@ -257,7 +257,7 @@ def run_until(until: float, done: Any = None, step: float = 0.25) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from backend.cluster.topics import ensure_topics
+    from backend.kafka.topics import ensure_topics
     from backend.observer.observer import Observer
 
     rates = [float(r) for r in args.rates.split(",")]

@@ -132,7 +132,7 @@ def main() -> int:
     args = ap.parse_args()
     cases = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
 
-    from backend.kafkanode.embedded import EmbeddedBroker
+    from backend.broker.embedded import EmbeddedBroker
     from backend.netutil import free_port
 
     with tempfile.TemporaryDirectory() as tmp:

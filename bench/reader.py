@@ -1,4 +1,4 @@
-"""The Kafka reader's JVM (backend/kafkaread): how soon it answers, first and after a SIGKILL.
+"""The Kafka reader's JVM (backend/kafka/javaadmin): how soon it answers, first and after a SIGKILL.
 
 Starts its own embedded broker on a free port (or uses --bootstrap). Per repeat: a fresh
 reader's first answer (JVM start, gateway, Admin's first connection, a ListGroups), then the
@@ -7,7 +7,7 @@ JVM says "reconnecting"; the next starts a fresh one) — the "restarted within 
 reading layer. Also a warm call's round trip.
 
 Each JVM starts as the reader starts it: on the class-data archive `make jars` built for this
-Java and class path (backend/kafkaread/classdata.py) if there is one, or with --no-archive
+Java and class path (backend/kafka/javaadmin/classdata.py) if there is one, or with --no-archive
 without. The result says which archive it was and how many of the JVMs really mapped it.
 
     .venv/bin/python bench/reader.py [--repeats 10] [--no-archive] [--json PATH]
@@ -31,8 +31,8 @@ from bench.common import LoadSampler, Stack, machine, spread
 
 def measure(settings, repeats: int, use_archive: bool = True) -> dict:
     from backend.classdata import maps
-    from backend.kafkaread.gateway import CACHED, AdminGateway, ReaderDown
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.gateway import CACHED, AdminGateway, ReaderDown
+    from backend.kafka.javaadmin.reader import KafkaReader
 
     first, restart, warm = [], [], []
     archives: set[str] = set()

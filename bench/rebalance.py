@@ -63,9 +63,9 @@ from common import (
     stop,
 )
 
-from backend.cluster.clients import quiet_admin
-from backend.cluster.groups import GroupDescription, describe_group
 from backend.errors import one_line
+from backend.kafka.clients import quiet_admin
+from backend.kafka.groups import GroupDescription, describe_group
 from backend.observer.observer import Observer
 
 # name on the command line -> (protocol, assignor)
@@ -305,8 +305,8 @@ def _r(x: float | None) -> float | None:
 
 
 def run_assignor(stack: Stack, key: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    from backend.cluster.topics import ensure_topics
     from backend.fleet.simulator import FleetSimulator
+    from backend.kafka.topics import ensure_topics
 
     run = Run(stack, key, args)
     ensure_topics(stack.settings, group=run.group, topic=run.topic, partitions=args.partitions)
@@ -355,12 +355,12 @@ def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
     import orjson
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    from backend.cluster.share import ensure_share_group
-    from backend.cluster.topics import TopicSpec, ensure
     from backend.contracts import SHARE as SHARE_TYPE
     from backend.contracts import EventType, events_topic
     from backend.fleet.simulator import FleetSimulator
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.reader import KafkaReader
+    from backend.kafka.share import ensure_share_group
+    from backend.kafka.topics import TopicSpec, ensure
     from backend.observer.queue_tail import QueueTail
 
     stamp = int(time.time())
@@ -531,7 +531,7 @@ def print_table(tab: list[dict]) -> None:
 
 
 def session_settings() -> dict[str, Any]:
-    from backend.kafkanode.embedded import DEMO_GROUP_SETTINGS
+    from backend.broker.embedded import DEMO_GROUP_SETTINGS
     from backend.replica.membership import GroupChoice
 
     classic = GroupChoice("classic", "range").consumer_properties()

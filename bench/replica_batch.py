@@ -76,7 +76,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
-    from backend.sparkclient.session import connect
+    from backend.spark.session import connect
 
     server = None
     remote = args.spark_remote

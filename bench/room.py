@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backend.cluster.groups import describe_group  # noqa: E402
-from backend.cluster.settings import KafkaSettings  # noqa: E402
 from backend.contracts.room import read_room  # noqa: E402
+from backend.kafka.groups import describe_group  # noqa: E402
+from backend.kafka.settings import KafkaSettings  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.proc import spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
@@ -131,7 +131,7 @@ def main() -> int:
 def one_round(laptop, script: Path, client: ControlClient, local: KafkaSettings, room,
               work: Path, rep: int) -> tuple[float, float]:
     """One join and one takeover; the laptop consumer leaves at the end."""
-    from backend.cluster.clients import quiet_admin
+    from backend.kafka.clients import quiet_admin
 
     admin = quiet_admin(local)
     stamps: list[dict] = []

@@ -245,8 +245,8 @@ def main() -> int:
     ap.add_argument("--keep-logs", type=Path, help="copy the replicas' logs here at the end")
     args = ap.parse_args()
 
-    from backend.cluster.topics import ensure_topics
     from backend.fleet.simulator import FleetSimulator
+    from backend.kafka.topics import ensure_topics
     from backend.observer.observer import Observer
 
     mem_before = mem_available_mb()

@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backend.cluster.clients import quiet_admin  # noqa: E402
-from backend.cluster.groups import describe_group  # noqa: E402
+from backend.broker.embedded import EmbeddedBroker  # noqa: E402
 from backend.control_files import read_control_files  # noqa: E402
-from backend.kafkanode.embedded import EmbeddedBroker  # noqa: E402
+from backend.kafka.clients import quiet_admin  # noqa: E402
+from backend.kafka.groups import describe_group  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.proc import spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402

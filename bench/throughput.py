@@ -271,8 +271,8 @@ def main() -> int:
         print(f"throughput: no Quix Streams interpreter at {args.quix_python}; see "
               "bench/README.md (or drop quix from --variants)", file=sys.stderr)
         return 2
-    from backend.cluster.topics import ensure_topics
     from backend.fleet.simulator import FleetSimulator
+    from backend.kafka.topics import ensure_topics
 
     results: list[dict] = []
     with Stack(args.bootstrap, args.spark_remote,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from backend.cluster.groups import state_name
-from backend.cluster.settings import (
+from backend.contracts import BrokerView
+from backend.kafka.groups import state_name
+from backend.kafka.settings import (
     ENV_BOOTSTRAP,
     ENV_KAFKA_CONFIG,
     KafkaSettings,
@@ -18,7 +19,6 @@ from backend.cluster.settings import (
     quiet_logger,
     resolve_settings,
 )
-from backend.contracts import BrokerView
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -127,7 +127,7 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
 
 def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> EngineStatus:
     """Run a real Spark Connect query; raises EngineUnavailable with the reason."""
-    from backend.sparkclient.session import check_engine, spark_remote
+    from backend.spark.session import check_engine, spark_remote
 
     url = spark_remote(remote)
     return EngineStatus(url, check_engine(url, timeout=timeout))

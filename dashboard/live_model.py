@@ -621,7 +621,7 @@ def _holder(snap: Snapshot, p: int) -> str | None:
 def locate(key: str, snap: Snapshot, history: Sequence[Snapshot]) -> Location | None:
     """Where a key lives: murmur2 partition, owner now (a share group: its sharers), and
     their changes in the history."""
-    from backend.cluster.partitioner import partition_for
+    from backend.kafka.partitioner import partition_for
 
     n = snap.partition_count or len(snap.partitions)
     if not key or n <= 0:

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from backend.cluster.settings import KafkaSettings
+from backend.broker.embedded import EmbeddedBroker
+from backend.broker.nodes import EmbeddedCluster
 from backend.engine.server import SparkConnectServer
-from backend.kafkanode.embedded import EmbeddedBroker
-from backend.kafkanode.nodes import EmbeddedCluster
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port
 
 pytest_plugins = ["tests.markers", "tests.timing", "tests.prompt_exit"]
@@ -178,9 +178,9 @@ def spark_remote(spark_engine: SparkConnectServer) -> str:
 
 @pytest.fixture(scope="module")
 def reader(kafka: KafkaSettings) -> Iterator[Any]:
-    """A Java Admin reader (backend.kafkaread) on the session's broker, one per module: a
+    """A Java Admin reader (backend.kafka.javaadmin) on the session's broker, one per module: a
     test's own view of the cluster, independent of what the code under test reads."""
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.reader import KafkaReader
 
     r = KafkaReader(kafka, client_id="groupscope-tests")
     try:

@@ -3,7 +3,7 @@ ACLs enforced, TLS listeners, SCRAM credentials.
 
 groupscope itself never runs a secured broker (its own node speaks PLAINTEXT on loopback, plus
 a workshop room's listener), so none of this is in the product: `SecureBroker` extends
-`EmbeddedBroker` (backend/kafkanode/embedded.py) through its `server_properties`, `settings`,
+`EmbeddedBroker` (backend/broker/embedded.py) through its `server_properties`, `settings`,
 `prepare` and `answers`, and words a failed format without the passwords it was given.
 """
 
@@ -19,9 +19,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from backend.cluster.clients import quiet_admin
-from backend.cluster.settings import KafkaSettings
-from backend.kafkanode.embedded import BrokerStartError, EmbeddedBroker
+from backend.broker.embedded import BrokerStartError, EmbeddedBroker
+from backend.kafka.clients import quiet_admin
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import ensure_port_free, free_port
 
 # the SCRAM mechanism every SASL user gets (besides PLAIN), and Kafka's minimum iterations

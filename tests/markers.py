@@ -44,7 +44,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "kafka_cluster": ("broker",),  # tests/conftest.py: three KRaft nodes (cluster3)
     # tests/supervisor/test_broker_control.py: `groupscope broker --brokers 3` as a process
     "cluster_process": ("broker",),
-    # tests/kafkanode/test_cluster_nodes.py: a cluster the test starts itself
+    # tests/broker/test_cluster_nodes.py: a cluster the test starts itself
     "cluster_root": ("broker",),
     "spark_engine": ("spark",),  # tests/conftest.py: the session's Spark Connect server
     "spark_factory": ("spark",),  # tests/conftest.py: private servers a test stops/replaces

@@ -76,10 +76,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python tools/screenshots.py` from anywhere
     sys.path.insert(0, str(REPO))
 
-from backend.cluster.clusterfile import read_cluster  # noqa: E402
-from backend.cluster.settings import KafkaSettings  # noqa: E402
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC  # noqa: E402
 from backend.control_files import TOKEN_FILE  # noqa: E402
+from backend.kafka.clusterfile import read_cluster  # noqa: E402
+from backend.kafka.settings import KafkaSettings  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.proc import STOP_WITHIN_S, reap, send, spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402

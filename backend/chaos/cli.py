@@ -64,9 +64,9 @@ def _chaos(args: argparse.Namespace) -> int:
 
     from backend.chaos.report import render, to_dict
     from backend.chaos.run import ChaosConfig, ChaosRun
-    from backend.cluster.settings import resolve_settings
+    from backend.kafka.settings import resolve_settings
     from backend.paths import data_dir
-    from backend.sparkclient.session import EngineUnavailable, check_engine, spark_remote
+    from backend.spark.session import EngineUnavailable, check_engine, spark_remote
     from backend.supervisor.processes import InvalidRequest, validate_options
 
     if not args.min_replicas <= args.replicas <= args.max_replicas:
@@ -90,7 +90,7 @@ def _chaos(args: argparse.Namespace) -> int:
         raise UserError(f"{exc} (start it with `groupscope up` or `groupscope spark`)") from None
     brokers = None
     if args.broker_kills:
-        from backend.kafkanode.nodes import ClusterError, MailboxCluster
+        from backend.broker.nodes import ClusterError, MailboxCluster
 
         try:
             brokers = MailboxCluster(Path(data_dir()) / "broker")

@@ -28,12 +28,12 @@ from backend.chaos.schedule import (
     plan,
 )
 from backend.chaos.verify import Verdict, judge, judge_share, read_summaries
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.share import ensure_share_group
-from backend.cluster.topics import TopicSpec, ensure, ensure_topics
 from backend.contracts import CARELESS_COMMITS, Snapshot
 from backend.contracts.control import ReplicaOptions
 from backend.fleet.simulator import FleetSimulator
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.share import ensure_share_group
+from backend.kafka.topics import TopicSpec, ensure, ensure_topics
 from backend.observer.observer import Observer
 from backend.observer.queue_tail import QueueTail
 from backend.supervisor.processes import LaunchConfig, PoolError, ReplicaPool

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import summaries_topic
 from backend.contracts.queue_summary import QueueSummary
 from backend.contracts.summary import fold_raw
+from backend.kafka.settings import KafkaSettings
 
 
 @dataclass(frozen=True)

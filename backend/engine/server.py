@@ -12,13 +12,13 @@ from pathlib import Path
 
 from backend import classdata as base
 from backend.classdata import jvm_options
-from backend.engine.executors import ExecutorInfo, executors_at
 from backend.engine.home import EngineStartError, spark_home
 from backend.engine.standalone import StandaloneCluster
 from backend.errors import one_line
 from backend.netutil import ensure_port_free, free_port, port_open
 from backend.proc import STOP_BUDGET_S, ServiceProcess, StopSignals
-from backend.sparkclient.session import DEFAULT_PORT, check_engine
+from backend.spark.executors import ExecutorInfo, executors_at
+from backend.spark.session import DEFAULT_PORT, check_engine
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 # The engine's heap (-Xms = -Xmx, pre-touched: see command()), so its RSS is this plus what a
@@ -62,7 +62,7 @@ class SparkConnectServer:
     """Few shuffle partitions, tuned for small per-batch aggregations; `local[*]`, or with
     `workers` the driver of a standalone cluster it starts first (backend/engine/
     standalone.py), so every query runs on executors in the workers' JVMs. Either way the
-    driver's web UI listens on loopback, for its REST API: backend/engine/executors.py lists
+    driver's web UI listens on loopback, for its REST API: backend/spark/executors.py lists
     the executors from it."""
 
     work_dir: Path

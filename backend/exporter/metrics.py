@@ -34,12 +34,12 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from backend.cluster.groups import state_name
 from backend.contracts.history import CAUSES
 from backend.contracts.overview import HEALTH_MEANING, HEALTH_WORST_FIRST, GroupRow, Overview
 from backend.exporter.options import DEFAULT_MAX_GROUPS
 from backend.history.recorder import MEMBERSHIP, REBALANCES, UNOWNED
 from backend.history.store import CounterKey
+from backend.kafka.groups import state_name
 from backend.observer.overview_model import REBALANCING
 
 PREFIX = "groupscope_"

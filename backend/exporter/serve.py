@@ -23,11 +23,11 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from backend.cli_common import UserError
-from backend.cluster.settings import KafkaSettings
 from backend.exporter.metrics import OverviewCollector
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
 from backend.exporter.shared import process_watcher, register_process_watcher
 from backend.history.cli import Recording
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import PortBusyError
 from backend.proc import STOP_BUDGET_S
 

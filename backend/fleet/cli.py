@@ -47,10 +47,10 @@ def _interrupt() -> NoReturn:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from backend.cluster.settings import resolve_settings
-    from backend.cluster.topics import TopicError, ensure_input_topic
     from backend.fleet.recovery import RecoveryError
     from backend.fleet.simulator import FleetSimulator
+    from backend.kafka.settings import resolve_settings
+    from backend.kafka.topics import TopicError, ensure_input_topic
 
     settings = resolve_settings(args.bootstrap, args.kafka_config)
     settings.check_reachable(timeout=10.0)

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
 from backend.errors import one_line
+from backend.kafka.settings import KafkaSettings
 
 FIRST_WINDOW = 512
 MAX_WINDOW = 65_536

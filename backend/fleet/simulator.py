@@ -19,13 +19,13 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
-from backend.cluster.partitioner import partition_for
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC, TelemetryMessage
 from backend.errors import one_line
 from backend.fleet.pacing import TokenBucket, check_rate
 from backend.fleet.recovery import recover_next_seq
 from backend.fleet.telemetry import Car
+from backend.kafka.partitioner import partition_for
+from backend.kafka.settings import KafkaSettings
 
 DEFAULT_STREAMS = 12
 DEFAULT_RATE = 200.0

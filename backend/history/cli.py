@@ -126,7 +126,7 @@ def _bootstrap(args: argparse.Namespace) -> str | None:
     if not (args.bootstrap or args.kafka_config or os.environ.get("GROUPSCOPE_BOOTSTRAP")
             or os.environ.get("GROUPSCOPE_KAFKA_CONFIG")):
         return None
-    from backend.cluster.settings import resolve_settings
+    from backend.kafka.settings import resolve_settings
 
     return resolve_settings(args.bootstrap, args.kafka_config).bootstrap
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from backend.cluster.groups import GroupDescription, GroupMember
 from backend.contracts import SHARE, STREAMS
+from backend.kafka.groups import GroupDescription, GroupMember
 
 Slot = tuple[str, int]
 

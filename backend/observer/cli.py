@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cluster_settings(args: argparse.Namespace):
     """The cluster a read-only command watches: its flags, else the environment, else the
     running stack's; checked reachable, so a wrong address is one line at once."""
-    from backend.cluster.settings import ENV_BOOTSTRAP, ENV_KAFKA_CONFIG, resolve_settings
+    from backend.kafka.settings import ENV_BOOTSTRAP, ENV_KAFKA_CONFIG, resolve_settings
 
     bootstrap, kafka_config = args.bootstrap, args.kafka_config
     if not (bootstrap or kafka_config or os.environ.get(ENV_BOOTSTRAP)

@@ -1,6 +1,6 @@
 """Stage 1, collect: ask the cluster about one group and return plain data (`RawObservation`).
 
-Only reads are made, through the reading layer (`backend/kafkaread`: describe, committed
+Only reads are made, through the reading layer (`backend/kafka/javaadmin`: describe, committed
 offsets, ListOffsets, metadata), so the observer needs DESCRIBE on the cluster and the group
 and DESCRIBE on the topic -- it never joins the group, never commits and never produces.
 Every group type is read: classic and consumer groups, share groups (their committed offset
@@ -21,10 +21,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from backend.cluster.groups import TP, GroupDescription, GroupMember
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import CLASSIC, CONSUMER, SHARE, STREAMS, Placement
-from backend.kafkaread.reader import TRANSIENT, KafkaReader, ReaderDown, ReaderError
+from backend.kafka.groups import TP, GroupDescription, GroupMember
+from backend.kafka.javaadmin.reader import TRANSIENT, KafkaReader, ReaderDown, ReaderError
+from backend.kafka.settings import KafkaSettings
 
 log = logging.getLogger("groupscope.observer")
 

@@ -247,7 +247,7 @@ def stream_views(keys: Mapping[str, int | None], num_partitions: int,
     """
     if num_partitions <= 0:
         return ()
-    from backend.cluster.partitioner import partition_for
+    from backend.kafka.partitioner import partition_for
 
     views = []
     for key in sorted(keys):

@@ -12,9 +12,9 @@ from collections import deque
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import Event, EventType, events_topic, summaries_topic
 from backend.contracts.summary import fold_raw
+from backend.kafka.settings import KafkaSettings
 from backend.observer.reader import readonly_consumer
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.settings import KafkaSettings
 from backend.observer.reader import readonly_consumer
 
 OFFSETS_TOPIC = "__consumer_offsets"

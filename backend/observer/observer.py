@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import CLASSIC, INPUT_TOPIC, Snapshot
 from backend.contracts.overview import worst
 from backend.errors import one_line
+from backend.kafka.settings import KafkaSettings
 from backend.observer.brokers import BrokerLog, BrokerReading, totals
 from backend.observer.collect import CollectError, Collector, RawObservation
 from backend.observer.derive import (

@@ -24,11 +24,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from backend.cluster.groups import TP
-from backend.cluster.settings import KafkaSettings
 from backend.contracts.overview import CycleStats, GroupRow, Overview
 from backend.errors import one_line
 from backend.history.recorder import HistoryRecorder
+from backend.kafka.groups import TP
+from backend.kafka.settings import KafkaSettings
 from backend.observer.derive import unread_ranges
 from backend.observer.overview_collect import ClusterCollector, ClusterError, GroupReading
 from backend.observer.overview_model import OverviewModel

@@ -2,7 +2,7 @@
 
 The single-group collector (`collect.py`) asks everything about one group per poll. At 5 000
 groups that is 5 000 round trips a cycle, so this one splits the work by what it depends on,
-each a batched call of the Kafka reader (`backend/kafkaread`, Kafka's Java Admin):
+each a batched call of the Kafka reader (`backend/kafka/javaadmin`, Kafka's Java Admin):
 
 - ListGroups: one request, every cycle (ids, types, states of every group type);
 - Metadata: one request for every topic, cached (partition counts change only when an
@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from backend.cluster.groups import TP, GroupDescription
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import CLASSIC, CONSUMER, GROUP_TYPES, BrokerView, events_topic
-from backend.kafkaread.reader import KafkaReader, ReaderError
+from backend.kafka.groups import TP, GroupDescription
+from backend.kafka.javaadmin.reader import KafkaReader, ReaderError
+from backend.kafka.settings import KafkaSettings
 from backend.observer.brokers import broker_views, totals
 
 METADATA_MAX_AGE_S = 30.0

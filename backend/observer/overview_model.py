@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from backend.cluster.groups import TP
 from backend.contracts import CLASSIC
 from backend.contracts.history import PARTITION_LAG_STEP_MS, Action, Episode, StateChange
 from backend.contracts.overview import (
@@ -30,6 +29,7 @@ from backend.contracts.overview import (
 from backend.history.episodes import EpisodeTracker
 from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
+from backend.kafka.groups import TP
 from backend.observer.derive import effective_lag
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed

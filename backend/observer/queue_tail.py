@@ -14,9 +14,9 @@ import time
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import deltas_topic
 from backend.contracts.queue_summary import QueueDelta, QueueSummary
+from backend.kafka.settings import KafkaSettings
 
 READ_BUDGET_S = 0.5  # a read takes what has arrived within this, then answers
 

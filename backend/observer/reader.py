@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer
 
-from backend.cluster.settings import KafkaSettings, quiet_logger
+from backend.kafka.settings import KafkaSettings, quiet_logger
 
 SHARED_READER_GROUP = "groupscope-observer"
 

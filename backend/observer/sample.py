@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from backend.cluster.groups import TP
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.groups import TP
+from backend.kafka.settings import KafkaSettings
 from backend.observer.reader import readonly_consumer
 
 CACHE_ENTRIES = 50_000

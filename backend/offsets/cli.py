@@ -50,7 +50,7 @@ from backend.offsets.reset import (
 )
 
 if TYPE_CHECKING:
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.reader import KafkaReader
 
 EXIT_FAILED = 1  # something may have changed: read the output
 EXIT_REFUSED = 2  # nothing changed (also what main() returns for a UserError)
@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace, action: str,
          plan_with: Callable[[KafkaReader, Group], Plan], pin: str | None = None) -> int:
     """Check, plan, print; with --execute also apply, read back and compare. `pin` is the
     absolute form of a relative target, offered so a later --execute means the same time."""
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.reader import KafkaReader
     from backend.observer.cli import cluster_settings
 
     settings = cluster_settings(args)

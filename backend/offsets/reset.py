@@ -23,8 +23,8 @@ from backend.cli_common import UserError
 from backend.offsets.plan import TP, Extent, Plan, Target, TopicSpec, plan_reset, select_partitions
 
 if TYPE_CHECKING:
-    from backend.cluster.settings import KafkaSettings
-    from backend.kafkaread.reader import KafkaReader, Listing
+    from backend.kafka.javaadmin.reader import KafkaReader, Listing
+    from backend.kafka.settings import KafkaSettings
 
 T = TypeVar("T")
 WRITE_TIMEOUT_S = 30.0
@@ -33,7 +33,7 @@ KEYS_READ_MAX = 500_000  # records keys_moved reads at most, over all partitions
 
 def read(what: str, call: Callable[[], T]) -> T:
     """A reader call whose failure is one line naming what was being read."""
-    from backend.kafkaread.reader import ReaderError
+    from backend.kafka.javaadmin.reader import ReaderError
 
     try:
         return call()
@@ -138,8 +138,8 @@ def apply(settings: KafkaSettings, plan: Plan) -> dict[TP, str]:
     tps = [r.tp for r in plan.changed]
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-    from backend.cluster.clients import quiet_admin
     from backend.errors import one_line
+    from backend.kafka.clients import quiet_admin
 
     admin = quiet_admin(settings)
     request = ConsumerGroupTopicPartitions(plan.group, [

@@ -4,7 +4,7 @@ A share group's start offsets (`alterShareGroupOffsets`) and deleting a consumer
 committed offsets (`deleteConsumerGroupOffsets`). `java/OffsetsWriter.java` runs for one
 request and exits: the reading layer's long-lived JVM never writes, and no writing process
 exists unless `groupscope offsets ... --execute` asked for one. Its class is compiled once
-per source and Java, like the reader's (kafkaread.gateway.compile_jar); the client's
+per source and Java, like the reader's (kafka.javaadmin.gateway.compile_jar); the client's
 properties go in on standard input, never in argv or the environment.
 """
 
@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 from backend.classdata import java
-from backend.cluster.settings import KafkaSettings
-from backend.kafkaread.gateway import client_jars, compile_jar
-from backend.kafkaread.javaconfig import java_properties, properties_text
+from backend.kafka.javaadmin.gateway import client_jars, compile_jar
+from backend.kafka.javaadmin.javaconfig import java_properties, properties_text
+from backend.kafka.settings import KafkaSettings
 from backend.offsets.plan import TP, Plan
 
 SOURCE = Path(__file__).with_name("java") / "OffsetsWriter.java"

@@ -94,7 +94,7 @@ def _standby(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     # the replica's own modules (Kafka clients, Arrow, the runner) load now, not on order
-    import backend.cluster.settings
+    import backend.kafka.settings
     import backend.replica.runner  # noqa: F401
     from backend.contracts.control import STANDBY_KEEP_ALIVE_S, STANDBY_READY, StandbyOrder
     from backend.replica.spark_summary import SparkSummariser
@@ -180,15 +180,15 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
 
-    from backend.cluster.settings import resolve_settings
+    from backend.kafka.settings import resolve_settings
     from backend.replica.runner import Replica, ReplicaConfig, default_context
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     for noisy in ("py4j", "pyspark", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from backend.cluster.properties import KafkaConfigError
-    from backend.cluster.settings import ClusterUnreachable
-    from backend.sparkclient.session import ENV_TOKEN, EngineUnavailable, check_engine
+    from backend.kafka.properties import KafkaConfigError
+    from backend.kafka.settings import ClusterUnreachable
+    from backend.spark.session import ENV_TOKEN, EngineUnavailable, check_engine
 
     if args.spark_token:  # the session factory reads it from there, in this process only
         os.environ[ENV_TOKEN] = args.spark_token
@@ -204,7 +204,7 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
                         commit=commit, spark_remote=args.spark_remote,
                         batch_ms=args.batch_ms, batch_max=args.batch_max, feed=args.feed,
                         static=args.static, max_rate=args.max_rate)
-    from backend.cluster.topics import TopicError
+    from backend.kafka.topics import TopicError
 
     try:
         return Replica(cfg, settings, default_context(), spark=spark).run()
@@ -232,16 +232,16 @@ def _share_replica(args: argparse.Namespace, spark: SparkSummariser | None) -> i
         print("groupscope replica: --id must not be empty, --batch-ms and --batch-max "
               "positive", file=sys.stderr)
         return 2
-    from backend.sparkclient.session import ENV_TOKEN
+    from backend.spark.session import ENV_TOKEN
 
     if args.spark_token:  # the session factory reads it from there, in this process only
         os.environ[ENV_TOKEN] = args.spark_token
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     for noisy in ("py4j", "pyspark", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from backend.cluster.properties import KafkaConfigError
-    from backend.cluster.settings import ClusterUnreachable, resolve_settings
-    from backend.cluster.topics import TopicError
+    from backend.kafka.properties import KafkaConfigError
+    from backend.kafka.settings import ClusterUnreachable, resolve_settings
+    from backend.kafka.topics import TopicError
     from backend.proc import StopSignals
     from backend.replica.share_runner import ShareReplica, ShareReplicaConfig
 

@@ -39,9 +39,6 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.telemetry import Telemetry
-from backend.cluster.topics import TopicError, ensure_topics
 from backend.contracts import (
     AFTER_SUMMARY,
     AUTO_COMMIT,
@@ -54,6 +51,9 @@ from backend.contracts import (
 )
 from backend.contracts.summary import Summary
 from backend.errors import one_line
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.telemetry import Telemetry
+from backend.kafka.topics import TopicError, ensure_topics
 from backend.proc import StopSignals, seconds_since_start
 from backend.replica.batch import BatchSizing, MicroBatch
 from backend.replica.context import StreamingContext, log_received, log_revoked

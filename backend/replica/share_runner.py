@@ -28,9 +28,6 @@ from dataclasses import dataclass
 import orjson
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.share import ensure_share_group
-from backend.cluster.telemetry import Telemetry
 from backend.contracts import (
     DEFAULT_SHARE_GROUP,
     INPUT_TOPIC,
@@ -39,6 +36,9 @@ from backend.contracts import (
     deltas_topic,
 )
 from backend.errors import one_line
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.share import ensure_share_group
+from backend.kafka.telemetry import Telemetry
 from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import DeadLetter
 from backend.replica.runner import BACKOFF_MAX_S, HEARTBEAT_S

@@ -438,7 +438,7 @@ class SparkSummariser:
             from urllib.parse import urlparse
 
             from backend.netutil import port_open
-            from backend.sparkclient.session import EngineUnavailable, connect, spark_remote
+            from backend.spark.session import EngineUnavailable, connect, spark_remote
 
             url = spark_remote(self.remote)
             parsed = urlparse(url.replace("sc://", "http://", 1))

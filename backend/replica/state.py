@@ -29,9 +29,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts.summary import Summary, further_along
 from backend.errors import one_line
+from backend.kafka.settings import KafkaSettings
 
 log = logging.getLogger("groupscope.replica")
 

@@ -126,7 +126,7 @@ def _idle_until_signal(reason: str) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from backend.kafkanode.nodes import EmbeddedCluster
+    from backend.broker.nodes import EmbeddedCluster
     from backend.stack.config import ENV_BROKERS, StackConfig
 
     if os.environ.get("GROUPSCOPE_BOOTSTRAP"):
@@ -180,7 +180,7 @@ def _web(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     """The web process in read-only mode; the properties file is checked before Streamlit
     starts, so a bad line is a one-line error rather than a page error."""
-    from backend.cluster.settings import resolve_settings
+    from backend.kafka.settings import resolve_settings
     from backend.stack.config import StackConfig
 
     config = str(Path(args.kafka_config).expanduser().resolve()) if args.kafka_config else None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from backend.cli_common import UserError
 from backend.contracts.room import ENV_ROOM_ADDRESS
 from backend.engine.server import DEFAULT_DRIVER_MEMORY
-from backend.sparkclient.session import DEFAULT_PORT as DEFAULT_SPARK_PORT
+from backend.spark.session import DEFAULT_PORT as DEFAULT_SPARK_PORT
 
 # Kafka refuses two IPv4 listeners on one port, so the room's listener cannot share the
 # loopback listener's 9092: it takes the Kafka port + 2 unless GROUPSCOPE_ROOM_KAFKA_PORT says.
@@ -73,7 +73,7 @@ class StackConfig:
     def brokers(self) -> int:
         """Kafka nodes of the embedded cluster (1 unless `--brokers`), checked here so a bad
         value is one line before anything starts."""
-        from backend.kafkanode.nodes import MAX_BROKERS
+        from backend.broker.nodes import MAX_BROKERS
 
         return _count(ENV_BROKERS, self.brokers_setting, 1, 1, MAX_BROKERS)
 

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from backend.cluster.settings import resolve_settings
 from backend.contracts.history import ENV_RESTARTED_BY_UP
+from backend.kafka.settings import resolve_settings
 from backend.netutil import port_open, wait_until
 from backend.paths import data_dir
 from backend.proc import (
@@ -55,7 +55,7 @@ from backend.proc import (
     send,
     spawn,
 )
-from backend.sparkclient.session import check_engine
+from backend.spark.session import check_engine
 from backend.stack.config import StackConfig
 from backend.stack.procfile import REPO_ROOT, ProcessType, ProcfileError, read_procfile
 

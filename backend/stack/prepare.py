@@ -1,14 +1,14 @@
 """What a first `make demo` or `make test` prepares once, so later starts are offline and fast.
 
-Three things: Kafka's jars by Maven coordinates (backend/kafkanode/jars.py), in the user's cache
+Three things: Kafka's jars by Maven coordinates (backend/kafka/jars.py), in the user's cache
 and shared by every clone, then the Kafka reader's compiled class and the class-data archives
 (backend/classdata.py) of Kafka's nodes, of the Kafka reader's JVM and of Spark's engine, in
 this environment (their jars' paths are in them), each recorded while a training JVM does
 what the stack will ask of it.
-The training of the nodes and the engine lives here rather than in the kafkanode and engine
+The training of the nodes and the engine lives here rather than in the broker and engine
 packages because it is what their users ask of them (the stack's topics and transactions,
 the replica's queries), and neither runtime imports its users. The reader is a client: its
-training is its own (backend/kafkaread/classdata.py), it only needs a broker to train against.
+training is its own (backend/kafka/javaadmin/classdata.py), it only needs a broker to train against.
 
 An archive that cannot be built is a warning, not a failure: the JVM starts without it,
 only slower.
@@ -23,13 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backend.broker import classdata as kafka_classdata
 from backend.engine import classdata as spark_classdata
 from backend.errors import one_line
-from backend.kafkanode import classdata as kafka_classdata
-from backend.kafkaread import classdata as reader_classdata
+from backend.kafka.javaadmin import classdata as reader_classdata
 
 if TYPE_CHECKING:
-    from backend.cluster.settings import KafkaSettings
+    from backend.kafka.settings import KafkaSettings
 
 
 def train_broker(settings: KafkaSettings) -> None:
@@ -38,7 +38,7 @@ def train_broker(settings: KafkaSettings) -> None:
     as an exactly-once replica commits its batch."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from backend.cluster.topics import ensure_topics
+    from backend.kafka.topics import ensure_topics
 
     layout = ensure_topics(settings, group="training", topic="training", partitions=2)
     producer = Producer(settings.client_config(**{"transactional.id": "training"}))
@@ -87,7 +87,7 @@ def reader_class_archive(progress: Callable[[str], None] = print,
         built = reader_classdata.cached_archive()
         if built is not None:  # no node to start
             return built
-        from backend.kafkanode.embedded import EmbeddedBroker
+        from backend.broker.embedded import EmbeddedBroker
         from backend.netutil import free_port
 
         with tempfile.TemporaryDirectory(prefix="groupscope-reader-training-") as work:
@@ -108,7 +108,7 @@ def train_engine(remote: str) -> None:
     the typed feed and the interpreted grouping plan for the raw one), so the classes all of
     them load are recorded."""
     from backend.replica.spark_summary import SparkSummariser
-    from backend.sparkclient.session import check_engine
+    from backend.spark.session import check_engine
 
     check_engine(remote, warm_up=True, timeout=60.0)
     for typed in (False, True):
@@ -138,14 +138,14 @@ def _built(build: Callable[[], Path], whose: str,
 
 
 def main() -> int:
-    from backend.kafkanode.jars import kafka_classpath
+    from backend.kafka.jars import kafka_classpath
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     kafka_classpath()
-    # the Kafka reader's classes (backend/kafkaread), so no process compiles them at start
-    from backend.kafkaread.gateway import compiled_classes
+    # the Kafka reader's classes (backend/kafka/javaadmin), so no process compiles them at start
+    from backend.kafka.javaadmin.gateway import compiled_classes
     from backend.offsets.writer import compiled_writer
 
     compiled_classes(quiet=False)

@@ -185,12 +185,12 @@ def _fail(command: str, message: str, code: int = 2) -> int:
 def _backend(args: argparse.Namespace) -> int:
     import logging
 
-    from backend.cluster.properties import KafkaConfigError
-    from backend.cluster.settings import resolve_settings
     from backend.contracts.control import MAX_RATE, MAX_REPLICAS
+    from backend.kafka.properties import KafkaConfigError
+    from backend.kafka.settings import resolve_settings
     from backend.netutil import wait_until
     from backend.paths import data_dir
-    from backend.sparkclient.session import spark_remote
+    from backend.spark.session import spark_remote
     from backend.supervisor.api import ControlServer
     from backend.supervisor.processes import (
         InvalidRequest,
@@ -242,7 +242,7 @@ def _backend(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail("backend", f"cannot start: {exc}")
     except Exception as exc:  # topic errors and the like: one line, the log has the rest
-        from backend.cluster.topics import TopicError
+        from backend.kafka.topics import TopicError
 
         if isinstance(exc, TopicError):
             return _fail("backend", str(exc))

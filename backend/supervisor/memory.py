@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts.history import ENV_RESTARTED_BY_UP, HISTORY_FILE, Action
 from backend.contracts.overview import Overview
 from backend.history.cli import Recording, recorder
 from backend.history.recorder import HistoryRecorder
+from backend.kafka.settings import KafkaSettings
 from backend.observer.overview import OverviewWatcher
 
 log = logging.getLogger("groupscope.supervisor")

@@ -17,9 +17,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from backend.cli_common import UserError
-from backend.cluster.partitioner import partition_for
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.telemetry import Telemetry
 from backend.contracts import EventType
 from backend.contracts.control import (
     CarMove,
@@ -28,7 +25,10 @@ from backend.contracts.control import (
     ReplayPreview,
     ReplayRequest,
 )
-from backend.kafkaread.reader import KafkaReader
+from backend.kafka.javaadmin.reader import KafkaReader
+from backend.kafka.partitioner import partition_for
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.telemetry import Telemetry
 from backend.offsets.plan import Plan, Target, TopicSpec, choose_target, format_ms
 from backend.offsets.reset import Group, apply, keys_moved, plan_reset_now, read
 from backend.supervisor.processes import PoolError

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from backend.cluster.groups import GroupDescription
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import (
     CLASSIC,
     DEFAULT_GROUP,
@@ -47,7 +45,9 @@ from backend.contracts.control import (
     Status,
 )
 from backend.errors import one_line
-from backend.kafkaread.reader import KafkaReader
+from backend.kafka.groups import GroupDescription
+from backend.kafka.javaadmin.reader import KafkaReader
+from backend.kafka.settings import KafkaSettings
 from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
 from backend.supervisor.memory import DemoMemory
@@ -152,7 +152,7 @@ class SupervisorService:
     def start(self) -> SupervisorService:
         cfg = self.config
         try:
-            from backend.cluster.topics import ensure_topics
+            from backend.kafka.topics import ensure_topics
 
             layout = ensure_topics(cfg.settings, group=cfg.group, topic=cfg.topic,
                                    partitions=cfg.partitions)
@@ -390,7 +390,7 @@ class SupervisorService:
         return Path(self.config.data_dir) / "broker"
 
     def brokers(self) -> BrokersAnswer:
-        from backend.kafkanode.nodes import ClusterError, cluster_nodes
+        from backend.broker.nodes import ClusterError, cluster_nodes
 
         try:
             nodes, leader = cluster_nodes(self._broker_dir())
@@ -400,7 +400,7 @@ class SupervisorService:
 
     def broker_action(self, node_id: int, action: str) -> BrokerNode:
         """Kill, stop or start one node, done by the cluster's own process (nodes.request)."""
-        from backend.kafkanode.nodes import ClusterError, cluster_nodes, request
+        from backend.broker.nodes import ClusterError, cluster_nodes, request
 
         where = self._broker_dir()
         try:
@@ -557,8 +557,8 @@ class SupervisorService:
         return stream_ids(count)
 
     def add_partitions(self, partitions: int) -> PartitionChange:
-        from backend.cluster.partitioner import partition_for
-        from backend.cluster.topics import TopicError, add_partitions
+        from backend.kafka.partitioner import partition_for
+        from backend.kafka.topics import TopicError, add_partitions
 
         with self._topic_lock:
             before = self._current_partitions()

@@ -38,7 +38,7 @@ from dashboard.context import ENV_GROUP, env_context, offset_writes_env
 from dashboard.presenter import Role
 
 if TYPE_CHECKING:
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.reader import KafkaReader
     from backend.offsets.reset import Group
 
 log = logging.getLogger("groupscope.offsets")
@@ -58,7 +58,7 @@ st.caption(f"Move a consumer group's committed offsets on {ctx.target.describe()
 
 
 def _reader():
-    from backend.kafkaread.reader import KafkaReader
+    from backend.kafka.javaadmin.reader import KafkaReader
 
     return KafkaReader.shared(ctx.target.settings(), "groupscope-offsets-page")
 

@@ -21,7 +21,7 @@ st.title("Cluster status")
 @st.fragment(run_every=2.0)
 def _panel() -> None:
     target = ClusterTarget.from_env()
-    from backend.sparkclient.session import spark_remote
+    from backend.spark.session import spark_remote
 
     remote = spark_remote()
     cluster = cluster_poller(target).latest(wait_s=5.0)

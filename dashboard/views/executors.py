@@ -4,7 +4,7 @@ On `local[*]` that is the driver alone, running every task on its cores; on a cl
 (`groupscope spark --workers N`, or any Spark Connect endpoint whose driver UI is reachable)
 one row per executor -- id, host, state, cores, tasks running, done and failed -- with the
 driver listed first, running none. The list comes from Spark's own REST API through
-`backend.engine.executors`, on one shared poller thread per engine (this module's, as the
+`backend.spark.executors`, on one shared poller thread per engine (this module's, as the
 other pollers are in dashboard/pollers.py); the page only draws its latest reading.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from backend.engine.executors import ENV_UI, ExecutorInfo, ExecutorsProbe
+from backend.spark.executors import ENV_UI, ExecutorInfo, ExecutorsProbe
 from dashboard.pollers import Poller, Reading
 
 POLL_S = 5.0  # a REST call on loopback; a new Connect session only when the UI must be found

@@ -51,7 +51,7 @@ def test_rebalance_one_kill(kafka, spark_remote, tmp_path):
 def test_rebalance_one_share_replica_kill(kafka, spark_remote, tmp_path):
     """The share group's row: the survivors go on at once, the killed replica's records come
     back to them after the lock time (the broker's 5 s demo setting), never before it."""
-    from backend.kafkanode.embedded import DEMO_GROUP_SETTINGS
+    from backend.broker.embedded import DEMO_GROUP_SETTINGS
 
     out = tmp_path / "s.json"
     proc = run_process(

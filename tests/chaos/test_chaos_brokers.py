@@ -8,11 +8,11 @@ import itertools
 
 import pytest
 
+from backend.broker.nodes import EmbeddedCluster
 from backend.chaos.report import render
 from backend.chaos.run import ChaosConfig, ChaosRun
 from backend.chaos.schedule import BROKER_KILL, BROKER_START, broker_plan
 from backend.contracts.control import ReplicaOptions
-from backend.kafkanode.nodes import EmbeddedCluster
 
 
 def test_broker_faults_alternate_one_node_down_at_a_time() -> None:

@@ -7,7 +7,7 @@ import threading
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.settings import KafkaSettings
 
 
 def create_topic(settings: KafkaSettings, name: str, partitions: int) -> None:

@@ -8,7 +8,7 @@ import re
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.kafkanode.nodes import EmbeddedCluster
+from backend.broker.nodes import EmbeddedCluster
 from backend.netutil import wait_until
 from tests.dashboard.browser import lanes, web_server
 from tests.observer.conftest import Members, SteadyProducer

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.executors import ExecutorInfo
 from backend.netutil import free_port, wait_until
+from backend.spark.executors import ExecutorInfo
 from dashboard.views.executors import executor_rows, headline
 from tests.dashboard.conftest import APP, page_text
 
@@ -36,7 +36,7 @@ def test_local_mode_is_the_driver_alone_on_its_cores():
 
 
 def test_the_ids_spark_gives_are_ordered_driver_first_then_by_number():
-    from backend.engine.executors import _order
+    from backend.spark.executors import _order
 
     found = [ExecutorInfo.from_json({"id": i, "hostPort": "h:1", "isActive": True})
              for i in ("10", "driver", "2")]

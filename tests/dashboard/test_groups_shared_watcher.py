@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from backend.cluster.settings import KafkaSettings
 from backend.exporter.shared import register_process_watcher
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, wait_until
 from backend.observer.overview import OverviewWatcher
 from dashboard.checks import ClusterTarget

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from backend.cluster.partitioner import partition_for
 from backend.contracts import (
     Event,
     MemberView,
@@ -15,6 +14,7 @@ from backend.contracts import (
     Snapshot,
     StreamView,
 )
+from backend.kafka.partitioner import partition_for
 from backend.supervisor.names import PALETTE, colour_for, contrast_ratio, luminance
 from dashboard import live_model as lm
 from dashboard.figures import throughput_lag_figure

@@ -8,8 +8,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.cluster.partitioner import partition_for
 from backend.contracts.history import HISTORY_FILE
+from backend.kafka.partitioner import partition_for
 from backend.netutil import wait_until
 from dashboard.pollers import NO_MEMORY
 from tests.dashboard.conftest import APP, page_text

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from backend.kafkaread.reader import KafkaReader
+from backend.kafka.javaadmin.reader import KafkaReader
 from backend.netutil import wait_until
 from tests.dashboard.browser import button
 from tests.dashboard.group import Member, create_topic

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from backend.engine.executors import ENV_UI, ExecutorsProbe, executors_at
 from backend.netutil import free_port
 from backend.proc import run as run_process
-from backend.sparkclient.session import EngineUnavailable, check_engine, connect
+from backend.spark.executors import ENV_UI, ExecutorsProbe, executors_at
+from backend.spark.session import EngineUnavailable, check_engine, connect
 
 
 def test_spark_connect_query_returns_the_right_answer(spark_remote):
@@ -81,7 +81,7 @@ def test_a_session_left_open_does_not_hold_its_process_at_exit_when_the_engine_i
     with no_engine_listening() as port:
         started = time.monotonic()
         done = run_process([sys.executable, "-c",
-                            "from backend.sparkclient.session import connect\n"
+                            "from backend.spark.session import connect\n"
                             f"connect('sc://127.0.0.1:{port}')\n"],
                            timeout=60, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]

@@ -15,13 +15,13 @@ import psutil
 import pytest
 
 from backend.contracts.summary import RING_SIZE, WINDOW_MS, Summary
-from backend.engine.executors import ExecutorsProbe
 from backend.engine.home import EngineStartError
 from backend.netutil import PortBusyError, free_port, wait_until
 from backend.proc import STOP_WITHIN_S
 from backend.replica.batch import MicroBatch
 from backend.replica.spark_summary import SparkSummariser
-from backend.sparkclient.session import connect
+from backend.spark.executors import ExecutorsProbe
+from backend.spark.session import connect
 from tests.replica.harness import message
 
 STREAMS = ("car-01", "car-02", "car-03", "car-04")

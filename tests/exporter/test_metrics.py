@@ -271,7 +271,7 @@ def test_broker_up_leaders_and_under_replicated_offline_partitions():
 
 
 def test_a_share_groups_series_carry_the_lag_its_broker_reports():
-    from backend.cluster.groups import GroupDescription, GroupMember
+    from backend.kafka.groups import GroupDescription, GroupMember
     from backend.observer.overview_collect import GroupReading
     from backend.observer.overview_model import OverviewModel
 

@@ -18,9 +18,6 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from backend.cluster.partitioner import partition_for
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import add_partitions, ensure_input_topic
 from backend.contracts import DEFAULT_PARTITIONS, REQUIRED_FIELDS, TelemetryMessage
 from backend.fleet.pacing import TokenBucket
 from backend.fleet.simulator import (
@@ -44,6 +41,9 @@ from backend.fleet.telemetry import (
     gear_for_speed,
     rpm_for,
 )
+from backend.kafka.partitioner import partition_for
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.topics import add_partitions, ensure_input_topic
 from backend.netutil import free_port, wait_until
 from backend.proc import spawn
 

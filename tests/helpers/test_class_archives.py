@@ -1,6 +1,6 @@
 """The class-data archives of Spark's engine, Kafka's nodes and the Kafka reader's JVM: keyed
 to their Java and jars, mapped by their JVMs, and never a reason for one not to start (the
-reader's are used for real in tests/kafkaread/test_reader_archive.py)."""
+reader's are used for real in tests/kafka/javaadmin/test_reader_archive.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 from backend import classdata as base
+from backend.broker import classdata as kafka_classdata
 from backend.engine import classdata
-from backend.kafkanode import classdata as kafka_classdata
-from backend.kafkaread import classdata as reader_classdata
-from backend.kafkaread import gateway
-from backend.kafkaread.gateway import ReaderError
-from backend.sparkclient.session import check_engine
+from backend.kafka.javaadmin import classdata as reader_classdata
+from backend.kafka.javaadmin import gateway
+from backend.kafka.javaadmin.gateway import ReaderError
+from backend.spark.session import check_engine
 from backend.stack import prepare
 from backend.stack.prepare import kafka_class_archive, spark_class_archive
 
@@ -29,8 +29,8 @@ def _fake_java(root: Path, body: bytes) -> Path:
 def test_the_archive_is_keyed_to_its_java_and_its_pyspark_jars(tmp_path, monkeypatch):
     """The JVM refuses an archive whose Java or whose jars' paths differ from when it was
     written: each gets a file of its own, in the environment's folder."""
+    from backend.broker import embedded
     from backend.engine import server
-    from backend.kafkanode import embedded
 
     monkeypatch.setattr(base, "archive_dir", lambda: tmp_path / "env")
     homes = {name: tmp_path / name / "pyspark" for name in ("venv-a", "venv-b")}

@@ -275,8 +275,8 @@ def test_each_change_is_emitted_once_per_frame_and_the_final_version_last():
 
 
 def test_a_streams_groups_active_tasks_are_its_slots_and_move_like_partitions():
-    from backend.cluster.groups import GroupDescription, GroupMember
     from backend.history.frames import frame_from
+    from backend.kafka.groups import GroupDescription, GroupMember
 
     def desc(*members: tuple[str, tuple[str, ...]]) -> GroupDescription:
         return GroupDescription("s", "Stable", "streams", None, tuple(

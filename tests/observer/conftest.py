@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.settings import KafkaSettings
 from backend.proc import spawn
 
 MEMBER = Path(__file__).with_name("member.py")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.settings import KafkaSettings
 from backend.observer.generation import offsets_partition
 
 

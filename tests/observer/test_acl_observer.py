@@ -21,8 +21,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from backend.cluster.settings import resolve_settings
 from backend.contracts import SNAPSHOT_JSON
+from backend.kafka.settings import resolve_settings
 from backend.netutil import free_port, wait_until
 from backend.observer.observer import Observer
 from tests.kafka_security import SecureBroker

@@ -7,9 +7,9 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from backend.broker.nodes import EmbeddedCluster
 from backend.contracts import ClusterEventType as T
 from backend.contracts import Snapshot
-from backend.kafkanode.nodes import EmbeddedCluster
 from backend.netutil import wait_until
 from backend.observer.observer import Observer
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from backend.cluster.partitioner import partition_for
 from backend.contracts.overview import worst
+from backend.kafka.partitioner import partition_for
 from backend.observer.collect import RawMember, RawObservation
 from backend.observer.derive import (
     Move,

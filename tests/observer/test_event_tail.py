@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 from confluent_kafka import Producer
 
-from backend.cluster.topics import ensure_topics
 from backend.contracts import Event, EventType, events_topic
+from backend.kafka.topics import ensure_topics
 from backend.netutil import wait_until
 from backend.observer.events import EventTail
 

@@ -57,7 +57,7 @@ def test_kip848_target_assignment_epoch_with_and_without_tagged_fields():
 
 def test_no_generation_reader_is_started_while_the_cluster_refuses_connections():
     """Starting it would wait out its 5 s metadata timeout on every poll of an outage."""
-    from backend.cluster.settings import KafkaSettings
+    from backend.kafka.settings import KafkaSettings
     from backend.netutil import free_port
     from backend.observer.observer import Observer
 

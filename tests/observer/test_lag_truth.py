@@ -24,8 +24,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import Snapshot
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.observer.observer import Observer
 from backend.observer.sample import Sampler

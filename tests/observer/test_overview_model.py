@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.cluster.groups import GroupDescription, GroupMember
+from backend.kafka.groups import GroupDescription, GroupMember
 from backend.observer.overview_collect import GroupReading, Listed
 from backend.observer.overview_model import OverviewModel, catch_up_seconds, lag_rate
 

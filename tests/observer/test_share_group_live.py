@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer, ShareConsumer
 
-from backend.cluster.groups import GroupDescription
-from backend.cluster.settings import KafkaSettings
 from backend.contracts import Snapshot
-from backend.kafkaread.reader import KafkaReader
+from backend.kafka.groups import GroupDescription
+from backend.kafka.javaadmin.reader import KafkaReader
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.observer.observer import Observer
 from tests.observer.conftest import create_topic

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer
 
 from backend.cli import main
-from backend.cluster.settings import KafkaSettings
-from backend.kafkaread.reader import KafkaReader
+from backend.kafka.javaadmin.reader import KafkaReader
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.offsets.plan import format_ms
 from tests.observer.conftest import create_topic

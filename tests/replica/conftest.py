@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.cluster.topics import ensure_topics
 from backend.contracts import events_topic
+from backend.kafka.topics import ensure_topics
 from tests.replica.harness import EventLog, ReplicaFleet
 
 

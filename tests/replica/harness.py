@@ -20,7 +20,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from backend.chaos import verify
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.proc import STOP_WITHIN_S, reap, send, spawn
 from backend.supervisor.processes import replica_argv

@@ -17,10 +17,10 @@ from urllib.parse import urlparse
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import TopicSpec, ensure
 from backend.contracts import deltas_topic, events_topic
 from backend.contracts.queue_summary import QueueDelta, QueueSummary, fold_deltas
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.topics import TopicSpec, ensure
 from tests.replica.harness import ContractProducer, CuttableProxy, EventLog, ReplicaFleet
 
 PARTITIONS = 2

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Producer
 
 from backend.chaos.verify import read_summaries
-from backend.cluster.topics import ensure_topics
 from backend.contracts import summaries_topic
 from backend.contracts.summary import Summary, fold_raw, further_along, raw_count
+from backend.kafka.topics import ensure_topics
 from backend.netutil import wait_until
 from backend.observer.events import EventTail
 from backend.replica.state import StateStore

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from backend.cluster.groups import describe_group
+from backend.kafka.groups import describe_group
 from backend.netutil import wait_until
 from backend.observer.generation import GenerationTail
 from backend.replica.membership import GroupChoice

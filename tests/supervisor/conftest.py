@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.cluster.clients import quiet_admin
-from backend.cluster.groups import describe_group
-from backend.cluster.settings import KafkaSettings
 from backend.control_files import read_control_files
+from backend.kafka.clients import quiet_admin
+from backend.kafka.groups import describe_group
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.proc import abort_if_exited, process_args, spawn, terminate
 from backend.supervisor.client import ControlClient

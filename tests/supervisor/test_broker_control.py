@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from backend.cluster.clusterfile import read_cluster
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.clusterfile import read_cluster
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 from backend.supervisor.client import ControlError

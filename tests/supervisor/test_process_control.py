@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.cluster.partitioner import partition_for
 from backend.contracts import summaries_topic
 from backend.fleet.simulator import stream_ids
+from backend.kafka.partitioner import partition_for
 from backend.netutil import wait_until
 from backend.paths import cache_dir
 from backend.proc import run as run_process
@@ -116,7 +116,7 @@ def test_fleet_and_partitions_report_real_numbers(
                 if partition_for(s, 6) != partition_for(s, 8)]
     assert (change.before, change.after, change.streams_checked) == (6, 8, 10)
     assert [(m.stream, m.was, m.now) for m in change.moved] == expected and expected
-    from backend.cluster.clients import quiet_admin
+    from backend.kafka.clients import quiet_admin
 
     md = quiet_admin(kafka).list_topics(timeout=10)
     assert len(md.topics[b.topic].partitions) == 8

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from backend.cluster.partitioner import partition_for
 from backend.contracts import Event, EventType
 from backend.contracts.control import ReplayRequest
+from backend.kafka.partitioner import partition_for
 from backend.offsets.plan import Extent, Target, plan_reset
 from backend.supervisor.cli import render_replay
 from backend.supervisor.replay import ReplayRefused, preview_of, target_of

@@ -1,6 +1,6 @@
 """Fixtures the cross-cutting suites share with the packages' own (imported, so pytest
 registers them here too)."""
 
-from tests.kafkaread.conftest import streams_app_classpath
+from tests.kafka.javaadmin.conftest import streams_app_classpath
 
 __all__ = ["streams_app_classpath"]

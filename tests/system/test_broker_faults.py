@@ -30,9 +30,9 @@ import psutil
 import pytest
 from confluent_kafka import Consumer, ShareConsumer
 
-from backend.cluster.clusterfile import read_cluster
-from backend.cluster.settings import KafkaSettings
-from backend.kafkaread.gateway import CALL_TIMEOUT_S
+from backend.kafka.clusterfile import read_cluster
+from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 from tests.dashboard.test_groups_browser import grid_rows
@@ -220,8 +220,8 @@ def _command(args: list[str], log: Path) -> subprocess.Popen:
 
 
 def _reader_jvm(pid: int) -> int | None:
-    """The pid of process `pid`'s Kafka reader JVM (backend/kafkaread), if one runs."""
-    from backend.kafkaread.gateway import MAIN_CLASS
+    """The pid of process `pid`'s Kafka reader JVM (backend/kafka/javaadmin), if one runs."""
+    from backend.kafka.javaadmin.gateway import MAIN_CLASS
 
     for child in psutil.Process(pid).children(recursive=True):
         with contextlib.suppress(psutil.Error):
@@ -251,7 +251,7 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from backend.supervisor.client import ControlClient, ControlError
-    from tests.kafkaread.conftest import StreamsApps
+    from tests.kafka.javaadmin.conftest import StreamsApps
 
     with _up_three_nodes(tmp_path) as (up, env, lines):
         data = Path(env["GROUPSCOPE_DATA"])

@@ -141,8 +141,8 @@ def test_up_on_three_brokers_and_two_spark_workers_and_ctrl_c_leaves_no_process(
     Connect server as their driver; replicas process on executors, not the driver; a node
     killed by the presenter's Kill button on the Status page leaves the replicas working, its
     Start button brings it back; Ctrl-C ends every process."""
-    from backend.cluster.clusterfile import read_cluster
-    from backend.engine.executors import discover_ui, executors_at
+    from backend.kafka.clusterfile import read_cluster
+    from backend.spark.executors import discover_ui, executors_at
     from backend.supervisor.client import ControlClient
 
     env = _up_env(tmp_path)

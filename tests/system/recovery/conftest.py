@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from backend.cluster.settings import KafkaSettings
+from backend.kafka.settings import KafkaSettings
 from backend.observer.derive import lag_messages
 from tests.replica.harness import ReplicaFleet
 

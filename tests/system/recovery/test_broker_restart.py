@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from backend.chaos.verify import judge
-from backend.cluster.topics import ensure_topics
 from backend.fleet.simulator import FleetSimulator
+from backend.kafka.topics import ensure_topics
 from backend.netutil import wait_until
 from backend.proc import spawn
 from tests.replica.harness import REPO, read_summaries

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.cluster.settings import KafkaSettings
-from backend.cluster.topics import ensure_topics
 from backend.contracts import events_topic
 from backend.engine.server import SparkConnectServer
 from backend.fleet.simulator import FleetSimulator
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.topics import ensure_topics
 from backend.netutil import free_port
 from tests.replica.harness import EventLog, read_summaries
 from tests.system.recovery.conftest import committed_offsets, drained, summaries_now

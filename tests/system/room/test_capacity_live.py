@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.cluster.partitioner import partition_for
 from backend.contracts import Snapshot, events_topic
 from backend.fleet.simulator import stream_ids
+from backend.kafka.partitioner import partition_for
 from backend.netutil import wait_until
 from backend.observer.observer import Observer
 from tests.replica.harness import EventLog

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.cluster.partitioner import partition_for
+from backend.kafka.partitioner import partition_for
 from backend.netutil import wait_until
 from backend.observer.observer import Observer
 from dashboard import leaderboard_model as lb

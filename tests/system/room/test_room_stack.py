@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.cluster.settings import KafkaSettings
 from backend.contracts.room import SPARK_TOKEN_FILE, read_room, read_secret
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, wait_until
 from backend.observer.observer import Observer
 from backend.proc import spawn

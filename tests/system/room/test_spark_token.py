@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.system.room.netns import Laptop
 
 TOKEN = "room-spark-token-4711"
-PROBE = ("import sys; from backend.sparkclient.session import check_engine, EngineUnavailable\n"
+PROBE = ("import sys; from backend.spark.session import check_engine, EngineUnavailable\n"
          "try:\n"
          "    version = check_engine(sys.argv[1], timeout=20.0, token=sys.argv[2] or None)\n"
          "    print('version', version)\n"

@@ -46,8 +46,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from backend.cluster.settings import KafkaSettings, resolve_settings
 from backend.contracts.overview import ERR, GROUP_ROWS_JSON, OVERVIEW_JSON, GroupRow, Overview
+from backend.kafka.settings import KafkaSettings, resolve_settings
 from backend.netutil import free_port, port_open, wait_until
 from backend.observer.overview import OverviewWatcher
 from backend.proc import STOP_WITHIN_S, abort_if_exited

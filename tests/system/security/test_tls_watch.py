@@ -38,10 +38,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from backend.cluster.properties import KafkaConfigError
-from backend.cluster.settings import KafkaSettings, quiet_logger, resolve_settings
 from backend.contracts import SNAPSHOT_JSON, Snapshot
 from backend.contracts.overview import GROUP_ROWS_JSON
+from backend.kafka.properties import KafkaConfigError
+from backend.kafka.settings import KafkaSettings, quiet_logger, resolve_settings
 from backend.netutil import free_port, wait_until
 from backend.observer.observer import Observer
 from backend.observer.overview import OverviewWatcher
