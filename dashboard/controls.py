@@ -1,8 +1,9 @@
 """Sidebar controls: each widget calls the supervisor's control API through its typed client.
 
 Only the presenter's sessions get them (dashboard/presenter.py decides, from the websocket's
-peer or a room passcode): a viewer's page has no control widget at all, and `_call`, the one
-path to the ControlClient, asks again, so a replayed widget event from a viewer reaches nothing.
+peer or a room passcode): a viewer's page has no control widget at all, and `call_control`,
+the one path to the ControlClient (every page's controls use it), asks again, so a replayed
+widget event from a viewer reaches nothing.
 Disabled, with a one-line reason, when the page is read-only, when no supervisor answers, or
 when the group shown is not the one the supervisor manages. A refused call shows the API's
 one-line message; nothing here raises into the page.
@@ -56,7 +57,7 @@ def disabled_reason(ctx: ViewContext, status: Reading | None) -> str | None:
     return None
 
 
-def _call(label: str, action: Callable[[Any], object]) -> object | None:
+def call_control(label: str, action: Callable[[Any], object]) -> object | None:
     """Run one control action for a presenter session: its answer, or None when it was
     refused (the message says why) or not sent (a viewer's session)."""
     if presenter.session_role() is not Role.PRESENTER:
@@ -183,18 +184,18 @@ def _controls_panel(ctx: ViewContext) -> None:
     c1, c2, c3 = st.columns(3)
     if c1.button("Kill", disabled=off or not running, key="ctl_kill",
                  help="SIGKILL: the group notices after the session timeout"):
-        _call(f"kill {name}", lambda c: c.kill(name))
+        call_control(f"kill {name}", lambda c: c.kill(name))
     if c2.button("Stop", disabled=off or not running, key="ctl_stop",
                  help="SIGTERM: finish the batch, commit, leave at once"):
-        _call(f"stop {name}", lambda c: c.stop(name))
+        call_control(f"stop {name}", lambda c: c.stop(name))
     if c3.button("Start", disabled=off, key="ctl_start", help="start one more replica"):
-        _call("start", lambda c: c.start())
+        call_control("start", lambda c: c.start())
 
     count = st.number_input("replicas", min_value=0,
                             max_value=max(1, status.max_replicas) if status else MAX_REPLICAS,
                             value=len(running), step=1, disabled=off, key="ctl_scale_n")
     if st.button("Scale", disabled=off, key="ctl_scale"):
-        _call(f"scale to {int(count)}", lambda c: c.scale(int(count)))
+        call_control(f"scale to {int(count)}", lambda c: c.scale(int(count)))
 
     opts = status.options if status else None
     protocols = list(PROTOCOL_ASSIGNORS)
@@ -217,7 +218,7 @@ def _controls_panel(ctx: ViewContext) -> None:
                        help="group.instance.id = the replica's name: a quick restart moves "
                             "nothing")
     if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
-        _call("options", lambda c: c.set_options(protocol, assignor, static=static,
+        call_control("options", lambda c: c.set_options(protocol, assignor, static=static,
                                                  commit=commit))
 
     cap = st.number_input("capacity per replica (msg/s, 0 = no cap)", min_value=0.0,
@@ -227,7 +228,7 @@ def _controls_panel(ctx: ViewContext) -> None:
                                "adding replicas visibly lowers the lag; running replicas "
                                "restart to take it")
     if st.button("Set capacity", disabled=off, key="ctl_set_capacity"):
-        _call("capacity", lambda c: c.set_capacity(float(cap) if cap > 0 else None))
+        call_control("capacity", lambda c: c.set_capacity(float(cap) if cap > 0 else None))
 
     fleet = status.fleet if status else None
     rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=MAX_RATE,
@@ -238,9 +239,9 @@ def _controls_panel(ctx: ViewContext) -> None:
                               disabled=off or not fleet, key="ctl_streams")
     f1, f2 = st.columns(2)
     if f1.button("Set rate", disabled=off or not fleet, key="ctl_set_rate"):
-        _call("rate", lambda c: c.set_rate(float(rate)))
+        call_control("rate", lambda c: c.set_rate(float(rate)))
     if f2.button("Set streams", disabled=off or not fleet, key="ctl_set_streams"):
-        _call("streams", lambda c: c.set_streams(int(streams)))
+        call_control("streams", lambda c: c.set_streams(int(streams)))
 
     current = (status.partitions or 1) if status else 1
     total = st.number_input("partitions (total)", min_value=current,
@@ -248,6 +249,6 @@ def _controls_panel(ctx: ViewContext) -> None:
                             disabled=off, key="ctl_partitions")
     if st.button("Add partitions", disabled=off or int(total) <= current, key="ctl_add_parts",
                  help="moves some keys to new partitions: per-key order breaks across the change"):
-        _call("partitions", lambda c: c.add_partitions(int(total)))
+        call_control("partitions", lambda c: c.add_partitions(int(total)))
     with slot:
         show_answer()

@@ -12,7 +12,7 @@ from backend.contracts.control import MAX_REPLICAS
 from backend.paths import data_dir
 from dashboard import presenter
 from dashboard.context import current_context
-from dashboard.controls import _call, disabled_reason, show_answer
+from dashboard.controls import call_control, disabled_reason, show_answer
 from dashboard.figures import deliveries_figure
 from dashboard.live_model import feed_items
 from dashboard.pollers import observer_for, queue_poller, supervisor_poller
@@ -70,8 +70,8 @@ def _controls() -> None:
     n_sg = cols[1].number_input("share replicas", 0, MAX_REPLICAS, len(sg), disabled=off,
                                 key="q_sg_n")
     if cols[2].button("Scale both", disabled=off, key="q_scale"):
-        _call(f"scale consumer group to {int(n_cg)}", lambda c: c.scale(int(n_cg)))
-        _call(f"scale share group to {int(n_sg)}", lambda c: c.share_scale(int(n_sg)))
+        call_control(f"scale consumer group to {int(n_cg)}", lambda c: c.scale(int(n_cg)))
+        call_control(f"scale share group to {int(n_sg)}", lambda c: c.share_scale(int(n_sg)))
     victims = [f"consumer/{n}" for n in cg] + [f"share/{n}" for n in sg]
     victim = cols[3].selectbox("kill", victims or ["(none)"], disabled=off or not victims,
                                key="q_victim")
@@ -80,9 +80,9 @@ def _controls() -> None:
                       "group's records come back after the lock time"):
         kind, name = victim.split("/", 1)
         if kind == "share":
-            _call(f"kill {name} (share group)", lambda c: c.share_kill(name))
+            call_control(f"kill {name} (share group)", lambda c: c.share_kill(name))
         else:
-            _call(f"kill {name}", lambda c: c.kill(name))
+            call_control(f"kill {name}", lambda c: c.kill(name))
     show_answer()
 
 

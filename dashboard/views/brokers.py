@@ -98,7 +98,7 @@ def _act(verb: str, broker_id: int) -> Callable[[ControlClient], object]:
 
 
 def _buttons(b: BrokerView, controls: BrokerControls, key: str) -> None:
-    from dashboard.controls import _call
+    from dashboard.controls import call_control
 
     off = b.broker_id not in controls.managed
     i = b.broker_id
@@ -106,13 +106,13 @@ def _buttons(b: BrokerView, controls: BrokerControls, key: str) -> None:
     if c1.button("Kill", key=f"{key}_kill_{i}", disabled=off or not b.up,
                  help="SIGKILL: the controller notices after the broker's session timeout, "
                       "then moves its leaders and shrinks the ISRs"):
-        _call(f"kill broker {i}", _act("kill", i))
+        call_control(f"kill broker {i}", _act("kill", i))
     if c2.button("Stop", key=f"{key}_stop_{i}", disabled=off or not b.up,
                  help="SIGTERM: a controlled shutdown moves its leaders away first"):
-        _call(f"stop broker {i}", _act("stop", i))
+        call_control(f"stop broker {i}", _act("stop", i))
     if c3.button("Start", key=f"{key}_start_{i}", disabled=off or b.up,
                  help="start it again: it catches up, then rejoins the ISRs"):
-        _call(f"start broker {i}", _act("start", i))
+        call_control(f"start broker {i}", _act("start", i))
 
 
 def draw_brokers(brokers: Sequence[BrokerView], under: int, offline: int, scope: str,

@@ -17,7 +17,7 @@ from backend.contracts.control import REPLAY_TARGETS, ReplayPreview
 from backend.paths import data_dir
 from dashboard import presenter
 from dashboard.context import ViewContext
-from dashboard.controls import _call, disabled_reason, show_answer
+from dashboard.controls import call_control, disabled_reason, show_answer
 from dashboard.pollers import supervisor_poller
 from dashboard.presenter import Role
 
@@ -75,7 +75,7 @@ def replay_panel(ctx: ViewContext) -> None:
                                     placeholder="every partition")
         chosen = (to, at, offset, tuple(sorted(parts)))
         if st.button("Preview", key="rp_preview"):
-            answer = _call("replay preview", lambda c: c.replay_preview(
+            answer = call_control("replay preview", lambda c: c.replay_preview(
                 to, at, offset, sorted(parts) or None, by=BY))
             if isinstance(answer, ReplayPreview):
                 st.session_state["rp_plan"] = (chosen, answer)
@@ -97,8 +97,8 @@ def replay_panel(ctx: ViewContext) -> None:
             if st.button("Apply: stop the replicas, move the offsets, start them again",
                          key="rp_apply", type="primary"):
                 when = preview.pinned_at or at
-                if _call("replay", lambda c: c.replay(to, when, offset, sorted(parts) or None,
-                                                      by=BY)) is not None:
+                if call_control("replay", lambda c: c.replay(
+                        to, when, offset, sorted(parts) or None, by=BY)) is not None:
                     st.session_state.pop("rp_plan", None)
         elif plan is not None:
             st.caption("The choice changed since the preview: preview it again.")

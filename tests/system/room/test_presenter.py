@@ -329,10 +329,10 @@ def test_a_viewer_has_no_watch_page_until_the_passcode_unlocks_the_session(
 
 
 def test_a_viewer_session_never_reaches_the_control_client(fresh_state, logged) -> None:
-    from dashboard.controls import _call
+    from dashboard.controls import call_control
 
     reached: list[object] = []
     assert not presenter.is_presenter()  # no session, no peer: a viewer
-    assert _call("start", reached.append) is None  # nothing sent, nothing answered
+    assert call_control("start", reached.append) is None  # nothing sent, nothing answered
     assert reached == []
     assert "control action 'start' refused: viewer session" in logged.text
