@@ -315,3 +315,24 @@ def test_a_start_that_began_a_former_incarnation_is_not_the_cause_of_a_later_one
     (ep,) = tracker.episodes()
     assert ep.seen_as == "rejoin"
     assert [c.kind for c in ep.causes] == [RESTARTED, REJOINED]
+
+
+def test_a_share_groups_sharer_going_is_an_episode_that_moves_nothing():
+    """Share groups own nothing: a sharer that goes changes who shares, never an owner."""
+
+    def frame(t_ms: int, *sharers: str) -> Frame:
+        return Frame(t_ms, "Stable", "share", None, 4, 4,
+                     {m: Member(m, m, "/10.0.0.9") for m in sharers},
+                     shared={(T, p): sharers for p in range(2)},
+                     committed={(T, 0): t_ms // 100, (T, 1): t_ms // 100},
+                     partition_counts={T: 2}, lag=0)
+
+    tracker = EpisodeTracker("c", "q")
+    for t in range(0, 10_000, 500):
+        tracker.observe(frame(t, "a", "b"))
+    for t in range(10_000, 20_000, 500):
+        tracker.observe(frame(t, "a"))
+    (ep,) = tracker.episodes()
+    assert ep.protocol == "share" and ep.impact.moved == () and ep.left == ("b",)
+    assert ep.cause == LEFT and ep.impact.unowned_partition_seconds == 0
+    assert "it left the group" in ep.causes[0].evidence
