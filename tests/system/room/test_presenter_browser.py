@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -270,6 +271,8 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
         assert PASSCODE not in log and "forged-guess" not in log
 
 
+# `slow`: it waits out the lock-out window, and the main lane is the suite's long pole
+@pytest.mark.slow
 def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_unlocks_it(
         laptop_chromium: Callable[..., Any], laptop: Laptop, artifacts_dir: Path,
         tmp_path: Path) -> None:
