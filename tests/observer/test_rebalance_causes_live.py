@@ -101,12 +101,16 @@ def test_a_killed_member_expires_and_a_closed_one_leaves(kafka, unique, members_
     assert expired.cause == EXPIRED and expired.left == ("m-b",), expired
     (why,) = expired.causes
     assert why.member == "m-b" and why.member_id and why.host
-    # dead from its last commit to the group noticing: the session timeout, to a poll or two
-    assert SESSION_S - 2 <= why.dead_ms / 1000 <= SESSION_S + 3, why
+    # dead from its last commit seen to the group noticing: about the session timeout. The
+    # last commit is seen by the first poll after it, and the broker counts the session from
+    # the last heartbeat, so the figure runs short by up to a poll and a heartbeat; the
+    # memory's polls came late under load in CI (3.5 s seen against a 6 s session)
+    assert SESSION_S / 2 <= why.dead_ms / 1000 <= SESSION_S + 3, why
     assert expired.start_ms / 1000 - killed_at >= SESSION_S - 1.5
     assert {m.partition for m in expired.impact.moved if m.source == "m-b"}
     assert left.cause == LEFT and left.left == ("m-c",), left
     assert left.causes[0].dead_ms <= 2000, left  # committed until it went: no expiry wait
+    assert left.causes[0].dead_ms < why.dead_ms
     assert left.start_ms - expired.end_ms < 30_000
 
     text = history(memory, group)
