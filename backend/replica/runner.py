@@ -340,12 +340,20 @@ class Replica:
             self._flow([], self.pauses.unthrottle(assigned), quiet=True)
 
     def _add(self, msgs: list[Any]) -> None:
-        batch, ctx = self.batch, self.context
+        """Records into the current batch, but only of partitions this replica owns now.
+
+        One consume() can return records fetched before a revocation it ran the callback
+        for; added after the batch was split, they would be summarised here while the next
+        owner processes them again from the committed offset (a chaos run under node kills
+        counted one partition's batch twice, exactly-once)."""
+        batch, ctx, owned = self.batch, self.context, self.rebalancer.owned
         for m in msgs:
             if m.error() is not None:
                 log.warning("consume: %s", m.error())
                 continue
             p, key = m.partition(), m.key()
+            if p not in owned:
+                continue  # given up since it was fetched: its next owner reads it again
             batch.add(p, m.offset(), key, m.value())
             if key and not ctx.is_known(p, key):
                 stream = ctx.receive(p, key)
@@ -456,7 +464,7 @@ class Replica:
             self.spark_ok = True
             now_ms = int(time.time() * 1000)
             for (p, sid), part in result.partials.items():
-                if p in self._voided:
+                if p in self._voided or p not in self.rebalancer.owned:
                     continue  # given up while Spark ran: the next owner processes these
                 current = self.state.summaries.get(sid)
                 summary = copy.deepcopy(current) if current else Summary(sid, p)
@@ -471,7 +479,8 @@ class Replica:
                 for p, o, reason in result.bad:
                     i = index[(p, o)]
                     dead.append(DeadLetter(p, o, batch.keys[i], batch.values[i], reason))
-        dead = [d for d in dead if d.partition not in self._voided]
+        dead = [d for d in dead
+                if d.partition not in self._voided and d.partition in self.rebalancer.owned]
         offsets = self._batch_offsets(batch) if self.cfg.commit in (AFTER_SUMMARY,
                                                                     TRANSACTIONAL) else []
         if not self._persist(updated, dead, offsets):
