@@ -305,7 +305,12 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                     if cycle == 0:  # the presenter's buttons, on the Status page
                         kill = presenter.locator(
                             f".st-key-status_brokers_kill_{victim} button").first
-                        kill.wait_for(timeout=90_000)
+                        try:
+                            kill.wait_for(timeout=90_000)
+                        except Exception:  # what the Status page showed instead, for the log
+                            presenter.screenshot(path=str(artifacts_dir / "faults-status.png"))
+                            print("the Status page showed:\n" + presenter.inner_text("body"))
+                            raise
                         wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill enabled")
                         kill.click()
                     else:
