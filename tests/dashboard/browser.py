@@ -23,7 +23,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-component-update", "--disable-sync"]
 
 
-def _healthy(url: str) -> bool:
+def streamlit_healthy(url: str) -> bool:
+    """Whether the Streamlit server at `url` answers its health check."""
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
             return resp.read().strip() == b"ok"
@@ -45,7 +46,8 @@ def web_server(env: dict[str, str], log_path: Path,
                      start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _healthy(url), 60, what=f"the {command[0]} server's health endpoint",
+        wait_until(lambda: streamlit_healthy(url), 60,
+                   what=f"the {command[0]} server's health endpoint",
                    abort=abort_if_exited(proc, command[0], lambda: f"; see {log_path}",
                                          AssertionError))
         yield url

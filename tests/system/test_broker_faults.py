@@ -35,6 +35,7 @@ from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
+from tests.dashboard.browser import streamlit_healthy
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
 from tests.system.test_stack import _up_env
@@ -53,6 +54,10 @@ MAX_CYCLE_GAP_S = CALL_TIMEOUT_S + EXPORTER_INTERVAL_S + 3.0
 # ended 11-14 s after it.
 LISTED_AGAIN_S = 10.0
 PER_TYPE = 3  # groups of each type made by the test, beside the stack's own group
+# A page's first render in a server no browser has opened yet: the script's first run imports
+# pandas, plotly and pyarrow, and Chromium parses Streamlit's bundle. Beside the second lane
+# (load 20 and more on 2 cores) a blank page has lasted past 60 s.
+FIRST_RENDER_S = 180.0
 
 # `slow`: it waits on node restarts most of its minutes, and the main lane is the suite's
 # long pole (bench/README.md, "The test suite's time").
@@ -230,6 +235,25 @@ def _reader_jvm(pid: int) -> int | None:
     return None
 
 
+def _open_until(page, url: str, selector: str, what: str, log: Path | None,
+                shot: Path) -> None:
+    """Open `url` once its server answers its health check and wait for `selector`; if it
+    never comes, the screenshot and the server's log (when it has one of its own) go into the
+    test's output: a blank page says nothing of why."""
+    wait_until(lambda: streamlit_healthy(url.rsplit("/", 1)[0]), 60, interval=0.5,
+               what=f"{what}: the server's health check")
+    page.goto(url)
+    try:
+        page.locator(selector).first.wait_for(timeout=FIRST_RENDER_S * 1000)
+    except Exception:
+        page.screenshot(path=str(shot))
+        print(f"{what} did not show {selector} within {FIRST_RENDER_S:.0f} s; the page:\n"
+              f"{page.inner_text('body')}")
+        if log is not None and log.exists():
+            print(f"its server's log ends:\n{log.read_text(errors='replace')[-4000:]}")
+        raise
+
+
 def _share_group_page(page, group: str, artifacts_dir: Path) -> None:
     """Open the share group's page from the Groups table; its lanes name the sharers. The
     screenshot is the README's."""
@@ -283,9 +307,10 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                 presenter = page.context.new_page()  # the same loopback browser, another tab
                 wait_until(lambda: scraper.lists(expected), 120, interval=1.0,
                            what="every group of every type exported")
-                page.goto(f"http://127.0.0.1:{watch_port}/")  # Groups: watch's first page
+                _open_until(page, f"http://127.0.0.1:{watch_port}/",  # Groups: its first page
+                            ".st-key-groups_name input", "watch's Groups page",
+                            tmp_path / "watch.log", artifacts_dir / "faults-groups.png")
                 box = page.locator(".st-key-groups_name input")
-                box.wait_for(timeout=60_000)
                 box.fill(load.prefix)
                 box.press("Enter")
 
@@ -295,7 +320,9 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                 wait_until(lambda: types_on_page() >= {"classic", "consumer", "share",
                                                        "streams"}, 90, interval=1.0,
                            what="groups of all four types on watch's Groups page")
-                presenter.goto(f"http://127.0.0.1:{env['GROUPSCOPE_WEB_PORT']}/status")
+                _open_until(presenter, f"http://127.0.0.1:{env['GROUPSCOPE_WEB_PORT']}/status",
+                            ".st-key-status_brokers_kill_1 button", "the Status page", None,
+                            artifacts_dir / "faults-status.png")
                 started = time.time()
                 kills: list[tuple[int, float]] = []  # (node, seconds since `started`)
                 relisted: list[float] = []  # seconds from a node's return to every group listed
@@ -305,12 +332,6 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                     if cycle == 0:  # the presenter's buttons, on the Status page
                         kill = presenter.locator(
                             f".st-key-status_brokers_kill_{victim} button").first
-                        try:
-                            kill.wait_for(timeout=90_000)
-                        except Exception:  # what the Status page showed instead, for the log
-                            presenter.screenshot(path=str(artifacts_dir / "faults-status.png"))
-                            print("the Status page showed:\n" + presenter.inner_text("body"))
-                            raise
                         wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill enabled")
                         kill.click()
                     else:
