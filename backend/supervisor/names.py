@@ -18,30 +18,41 @@ NAMES: tuple[str, ...] = (
     "uma", "vera", "wen", "xavi", "yara", "zane",
 )
 
-# Purple and blue first (the colours of the Quix scaling figures), then hues far apart.
-# All mid-tones: each stands out on white and on Streamlit's dark background, the first 16
-# are far apart (CIE76 distance > 18), and `text_colour_on` gives a legible label colour
-# (checked by tests/supervisor/test_names.py).
+# The first eight, the colours of a small fleet, stay far apart (CIE76 distance > 20) for
+# everyone: in normal vision and simulated protanopia, deuteranopia and tritanopia, and from
+# the unowned grey; chosen by a search over mid-tones, not by eye. The next eight are far
+# apart in normal vision (> 18); the rest only differ from those sixteen. All are mid-tones:
+# white text reads on each (WCAG AA for large text), and each stands out on white and on
+# Streamlit's dark background (tests/supervisor/test_names.py). No fact rests on colour
+# alone: every lane, chip and card also carries the member's name.
 PALETTE: tuple[str, ...] = (
-    "#7c3aed",  # violet
-    "#2563eb",  # blue
+    "#f26100",  # orange
+    "#5700d9",  # violet
+    "#733434",  # maroon
+    "#0098d9",  # sky
+    "#bf8056",  # tan
+    "#a60074",  # magenta
+    "#6d19a6",  # purple
+    "#a61100",  # brick
+    "#65a30d",  # lime
     "#059669",  # emerald
+    "#475569",  # slate
+    "#2563eb",  # blue
+    "#be123c",  # rose
+    "#0f766e",  # teal
+    "#c026d3",  # fuchsia
+    "#92400e",  # brown
+    "#7c3aed",  # lavender
     "#d97706",  # amber
     "#db2777",  # pink
     "#0891b2",  # cyan
-    "#65a30d",  # lime
     "#dc2626",  # red
     "#4338ca",  # indigo
-    "#0f766e",  # teal
-    "#ea580c",  # orange
-    "#c026d3",  # fuchsia
-    "#0369a1",  # sky
-    "#475569",  # slate
-    "#be123c",  # rose
+    "#ea580c",  # tangerine
+    "#0369a1",  # ocean
     "#a16207",  # ochre
     "#15803d",  # green
-    "#92400e",  # brown
-    "#6d28d9",  # purple
+    "#6d28d9",  # grape
     "#4d7c0f",  # olive
     "#0e7490",  # petrol
     "#b45309",  # copper
