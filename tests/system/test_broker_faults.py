@@ -1,6 +1,8 @@
-"""Every groupscope process outlives the brokers it watches.
+"""Every groupscope process outlives the brokers it watches, on the distributed stack.
 
-A three-node `groupscope up` with groups of every type consuming and committing (classic,
+A three-node `groupscope up` whose Spark is a master and two workers with the Connect server
+as their driver (the replicas' batches run on both workers' executors, none on the driver),
+with groups of every type consuming and committing (classic,
 consumer and share groups of confluent-kafka clients, a streams group of a real Kafka
 Streams app, the stack's own replicas); beside it a
 `groupscope exporter` scraped every second and a `groupscope watch` with its Groups page open
@@ -9,7 +11,9 @@ presenter's Kill and Start buttons; `make soak-brokers` twenty): no groupscope p
 dies, `up` restarts nothing, its /metrics never goes 15 s without an answer nor its cycles
 longer than one failed read and the next interval without a success, and every group is
 listed again by the first cycle that began after the node's return (within 10 s of it when
-no cycle met the node half-started).
+no cycle met the node half-started); while the node the Kill button took is down the stack's
+own group stays Stable with its three replicas. Ctrl-C then ends every process of the stack,
+node JVMs and executors included.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from backend.kafka.clusterfile import read_cluster
 from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, port_open, wait_until
-from backend.proc import abort_if_exited, spawn, terminate
+from backend.proc import STOP_WITHIN_S, abort_if_exited, spawn, terminate
+from tests.conftest import stack_processes
 from tests.dashboard.browser import streamlit_healthy
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
@@ -195,7 +200,8 @@ def _children(pid: int) -> dict[int, str]:
 @contextlib.contextmanager
 def _up_three_nodes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, list[str]]]:
     env = _up_env(tmp_path)
-    up = spawn([sys.executable, "-m", "backend.cli", "up", "--brokers", "3"], env=env,
+    up = spawn([sys.executable, "-m", "backend.cli", "up", "--brokers", "3",
+                "--spark-workers", "2"], env=env,
                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                text=True, start_new_session=True)
     lines: list[str] = []
@@ -203,7 +209,7 @@ def _up_three_nodes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, li
     reader.start()
     try:
         wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
-                   timeout=420, what="`groupscope up --brokers 3`")
+                   timeout=420, what="`groupscope up --brokers 3 --spark-workers 2`")
         assert up.poll() is None, "".join(lines)
         yield up, env, lines
     except BaseException:
@@ -216,6 +222,16 @@ def _up_three_nodes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, li
                 up.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(up.pid, signal.SIGKILL)
+
+
+def _carries_on(data: Path) -> bool:
+    """The stack's own group Stable with its three replicas and no broker error (asked of a
+    control client found afresh: the backend is the stack's, never restarted here)."""
+    from backend.supervisor.client import ControlClient
+
+    status = ControlClient.discover(data, timeout=10).status()
+    return (len(status.running) == 3 and status.broker_error is None
+            and status.group_state == "Stable")
 
 
 def _command(args: list[str], log: Path) -> subprocess.Popen:
@@ -274,6 +290,7 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                                                    streams_app_classpath: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from backend.spark.executors import discover_ui, executors_at
     from backend.supervisor.client import ControlClient, ControlError
     from tests.kafka.javaadmin.conftest import StreamsApps
 
@@ -307,6 +324,12 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                 presenter = page.context.new_page()  # the same loopback browser, another tab
                 wait_until(lambda: scraper.lists(expected), 120, interval=1.0,
                            what="every group of every type exported")
+                # the replicas' batches ran on both workers' executors, none on the driver
+                ui = discover_ui(f"sc://127.0.0.1:{env['GROUPSCOPE_SPARK_PORT']}")
+                wait_until(lambda: len([e for e in executors_at(ui)
+                                        if not e.is_driver and e.completed_tasks]) >= 2,
+                           180, interval=1.0, what="tasks done on two executors")
+                assert next(e for e in executors_at(ui) if e.is_driver).completed_tasks == 0
                 _open_until(page, f"http://127.0.0.1:{watch_port}/",  # Groups: its first page
                             ".st-key-groups_name input", "watch's Groups page",
                             tmp_path / "watch.log", artifacts_dir / "faults-groups.png")
@@ -341,7 +364,10 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                         return next(n for n in client.brokers().brokers if n.id == node).alive
 
                     wait_until(lambda: not alive(), 60, what=f"node {victim} down")
-                    if cycle == 0:
+                    if cycle == 0:  # the stack's own group carries on without the node
+                        wait_until(lambda: _carries_on(data), 60, interval=1.0,
+                                   what=f"the group Stable with three replicas, node {victim} "
+                                        f"down")
                         start = presenter.locator(
                             f".st-key-status_brokers_start_{victim} button").first
                         wait_until(start.is_enabled, 60, interval=0.5,
@@ -407,3 +433,9 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
             streams.stop_all()
             for proc in (exporter, watch):
                 terminate(proc, 10.0)
+        up.send_signal(signal.SIGINT)  # Ctrl-C, as in a terminal
+        assert up.wait(STOP_WITHIN_S + 30) in (0, 130)
+        wait_until(lambda: stack_processes(stack) == [], 30,
+                   what="every process of the stack to exit, node JVMs and executors too")
+        wait_until(lambda: any("groupscope stopped" in line for line in lines), 10,
+                   what="`up` saying it stopped")

@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 
 import psutil
-import pytest
 
 from backend.cli import build_parser
 from backend.netutil import free_port, wait_until
@@ -131,101 +130,6 @@ def test_up_with_a_failing_engine_stops_the_broker_and_leaves_nothing(tmp_path, 
                    if line.split("|")[0].strip() in ("backend", "web")), lines
     assert lines[-1] == "groupscope stopped"
     assert stack_processes(stack) == []
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_up_on_three_brokers_and_two_spark_workers_and_ctrl_c_leaves_no_process(tmp_path,
-                                                                                  stack, chromium):
-    """The distributed stack: three Kafka nodes, a Spark master and two workers with the
-    Connect server as their driver; replicas process on executors, not the driver; a node
-    killed by the presenter's Kill button on the Status page leaves the replicas working, its
-    Start button brings it back; Ctrl-C ends every process."""
-    from backend.kafka.clusterfile import read_cluster
-    from backend.spark.executors import discover_ui, executors_at
-    from backend.supervisor.client import ControlClient
-
-    env = _up_env(tmp_path)
-    up = spawn([sys.executable, "-m", "backend.cli", "up", "--brokers", "3",
-                "--spark-workers", "2"], env=env, stdout=subprocess.PIPE,
-               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-               start_new_session=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
-    reader.start()
-    try:
-        wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
-                   timeout=420, what="`groupscope up --brokers 3 --spark-workers 2`")
-        assert up.poll() is None, "".join(lines)
-        data = Path(env["GROUPSCOPE_DATA"])
-        cluster = read_cluster(data / "broker")
-        assert cluster is not None and cluster["brokers"] == 3
-        assert all(n["alive"] for n in cluster["nodes"])
-        client = ControlClient.discover(data, timeout=30)
-        assert [n.id for n in client.brokers().brokers] == [1, 2, 3]
-
-        ui = discover_ui(f"sc://127.0.0.1:{env['GROUPSCOPE_SPARK_PORT']}")
-
-        def worked() -> list | None:
-            done = [e for e in executors_at(ui) if not e.is_driver and e.completed_tasks]
-            return done if len(done) >= 2 else None
-
-        # the replicas' batches ran on both workers' executors, none on the driver
-        wait_until(worked, 180, interval=1.0, what="tasks done on two executors")
-        assert next(e for e in executors_at(ui) if e.is_driver).completed_tasks == 0
-
-        victim = next(n.id for n in client.brokers().brokers if n.id != 1)
-
-        # Found afresh each time: should librdkafka abort the backend as the node dies (an
-        # assertion in its admin client, see backend/stack/launcher.py), `up` starts it again
-        # on another port and the stack carries on.
-        def control() -> ControlClient:
-            return ControlClient.discover(data, timeout=10)
-
-        def alive() -> bool:
-            return next(n for n in control().brokers().brokers if n.id == victim).alive
-
-        def carries_on():  # the group's coordinator may have moved: described again soon
-            status = control().status()
-            return status if (len(status.running) == 3 and status.broker_error is None
-                              and status.group_state == "Stable") else None
-
-        # the presenter's buttons (a loopback browser is the presenter), on the Status page
-        with chromium() as page:
-            page.goto(f"http://127.0.0.1:{env['GROUPSCOPE_WEB_PORT']}/status")
-            kill = page.locator(f".st-key-status_brokers_kill_{victim} button").first
-            start = page.locator(f".st-key-status_brokers_start_{victim} button").first
-            kill.wait_for(timeout=90_000)
-            wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill button enabled")
-            assert start.is_disabled()  # it is up
-            kill.click()
-            # The page is watched from the click: the answer stays up for
-            # dashboard.controls.MESSAGE_S from its first showing, and `alive()` alone can
-            # take that long while the backend is being started again. At load 30 (seven JVMs
-            # on 2 cores) the kill, its answer and the page's rerun take a while; the answer
-            # is an error if the backend died under it.
-            wait_until(lambda: f"kill broker {victim}" in page.inner_text("body"), 90,
-                       interval=0.5, what="the kill's answer on the page")
-            wait_until(lambda: not alive(), 60, what=f"node {victim} killed by its button")
-            wait_until(carries_on, 60, interval=1.0,
-                       what=f"the group Stable with three replicas, node {victim} down")
-            wait_until(start.is_enabled, 60, interval=0.5,
-                       what=f"node {victim}'s Start button enabled once it shows down")
-            start.click()
-            wait_until(alive, 60, what=f"node {victim} started again by its button")
-
-        up.send_signal(signal.SIGINT)
-        assert up.wait(STOP_WITHIN_S + 30) in (0, 130)
-        reader.join(10)
-        wait_until(lambda: stack_processes(stack) == [], 30,
-                   what="every process of the stack to exit, node JVMs and executors too")
-        assert any("groupscope stopped" in line for line in lines)
-    except BaseException:
-        print("`up` said:\n" + "".join(lines[-120:]))  # which process went, and why
-        raise
-    finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
 
 
 def _up_env(tmp_path: Path, **extra: str) -> dict[str, str]:
