@@ -11,6 +11,11 @@ import argparse
 import importlib
 import sys
 
+from backend.cli_common import UserError
+from backend.kafka.properties import KafkaConfigError
+from backend.kafka.settings import ClusterUnreachable
+from backend.netutil import PortBusyError
+
 # Order here is the order in `groupscope --help`.
 COMMAND_MODULES = (
     "backend.stack.cli",  # up, broker, spark, web
@@ -37,11 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from backend.cli_common import UserError
-    from backend.kafka.properties import KafkaConfigError
-    from backend.kafka.settings import ClusterUnreachable
-    from backend.netutil import PortBusyError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

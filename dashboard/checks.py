@@ -19,6 +19,8 @@ from backend.kafka.settings import (
     quiet_logger,
     resolve_settings,
 )
+from backend.observer.brokers import broker_views, live_brokers, placement_of, totals
+from backend.spark.session import check_engine, spark_remote
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -98,8 +100,6 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
     """Broker count, topics and consumer groups; raises ClusterUnreachable within ~timeout."""
     from confluent_kafka.admin import AdminClient
 
-    from backend.observer.brokers import broker_views, live_brokers, placement_of, totals
-
     settings = target.settings()
     brokers = settings.check_reachable(timeout=timeout)
     admin = AdminClient(settings.client_config(**_quiet()))
@@ -127,8 +127,6 @@ def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> Cl
 
 def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> EngineStatus:
     """Run a real Spark Connect query; raises EngineUnavailable with the reason."""
-    from backend.spark.session import check_engine, spark_remote
-
     url = spark_remote(remote)
     return EngineStatus(url, check_engine(url, timeout=timeout))
 

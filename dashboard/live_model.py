@@ -22,6 +22,7 @@ from backend.contracts import (
     Snapshot,
     events_topic,
 )
+from backend.kafka.partitioner import partition_for
 
 MAX_FEED = 200
 MAX_POINTS = 300  # ≈ 5 min at one snapshot per second
@@ -621,8 +622,6 @@ def _holder(snap: Snapshot, p: int) -> str | None:
 def locate(key: str, snap: Snapshot, history: Sequence[Snapshot]) -> Location | None:
     """Where a key lives: murmur2 partition, owner now (a share group: its sharers), and
     their changes in the history."""
-    from backend.kafka.partitioner import partition_for
-
     n = snap.partition_count or len(snap.partitions)
     if not key or n <= 0:
         return None

@@ -17,14 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from backend.contracts.history import HISTORY_FILE, Episode
 from backend.errors import one_line
-from backend.observer.observer import DASHBOARD_INTERVAL_S
+from backend.exporter.shared import process_watcher
+from backend.history.sqlite import SqliteStore
+from backend.history.store import HistoryStore, StoreError, resolve_cluster
+from backend.observer.observer import DASHBOARD_INTERVAL_S, Observer
+from backend.observer.overview import OverviewWatcher
+from backend.observer.queue_tail import QueueTail
+from backend.paths import data_dir
+from backend.supervisor.client import ControlClient, ControlError
+from dashboard.checks import ClusterTarget, probe_cluster, probe_engine
 
 if TYPE_CHECKING:
     from backend.contracts.control import BrokerNode
-    from backend.contracts.history import Episode
     from backend.history.chunks import LagBlock
-    from backend.history.store import HistoryStore
 
 T = TypeVar("T")
 
@@ -158,8 +165,6 @@ def _cached(func: Callable) -> Callable:
 
 @_cached
 def _cluster_poller(target: object, interval_s: float) -> Poller:
-    from dashboard.checks import ClusterTarget, probe_cluster
-
     assert isinstance(target, ClusterTarget)
     return Poller(f"cluster:{target.bootstrap or 'env'}", lambda: probe_cluster(target),
                   interval_s)
@@ -167,8 +172,6 @@ def _cluster_poller(target: object, interval_s: float) -> Poller:
 
 @_cached
 def _engine_poller(remote: str, interval_s: float) -> Poller:
-    from dashboard.checks import probe_engine
-
     return Poller(f"engine:{remote}", lambda: probe_engine(remote), interval_s)
 
 
@@ -231,8 +234,6 @@ class SharedObserver(_IdleStopped):
         self._touch()
         with self._lock:
             if self._observer is None:
-                from backend.observer.observer import Observer
-
                 try:  # settings, and the client they make (a key it cannot decrypt)
                     settings = self.target.settings()  # type: ignore[attr-defined]
                     self._observer = Observer(settings, self.group, self.topic,
@@ -293,8 +294,6 @@ def _supervisor_poller(data_dir: str, interval_s: float) -> Poller:
     from pathlib import Path
 
     def probe():
-        from backend.supervisor.client import ControlClient
-
         return ControlClient.discover(Path(data_dir), timeout=2.0).status()
 
     return Poller(f"supervisor:{data_dir}", probe, interval_s)
@@ -312,8 +311,6 @@ def _queue_poller(target: object, share_group: str, interval_s: float) -> Poller
 
     def probe():
         if not tail:
-            from backend.observer.queue_tail import QueueTail
-
             tail.append(QueueTail(target.settings(), share_group))  # type: ignore[attr-defined]
         return tail[0].read()
 
@@ -329,8 +326,6 @@ def supervisor_brokers(data_dir: str) -> tuple[BrokerNode, ...]:
     reads an external cluster). Any other failure raises: the buttons' absence then has a
     reason to show."""
     from pathlib import Path
-
-    from backend.supervisor.client import ControlClient, ControlError
 
     try:
         client = ControlClient.discover(Path(data_dir), timeout=BROKERS_TIMEOUT_S)
@@ -383,8 +378,6 @@ class SharedOverview(_IdleStopped):
 
     def watcher(self):
         """The watcher to read, running; None (and `error` set) when the settings are bad."""
-        from backend.exporter.shared import process_watcher
-
         self._touch()
         with self._lock:
             if self._settings is None:
@@ -402,8 +395,6 @@ class SharedOverview(_IdleStopped):
                     threading.Thread(target=own.stop, daemon=True).start()
                 return shared
             if self._own is None:
-                from backend.observer.overview import OverviewWatcher
-
                 try:  # the client its settings make may be refused (a key it cannot decrypt)
                     self._own = OverviewWatcher(self._settings, interval=self.interval_s)
                 except Exception as exc:
@@ -463,10 +454,6 @@ def memory_file() -> tuple[str | None, str | None]:
     In `watch` and `exporter` the process's always-on watcher records it, wherever --history
     put it; else (the demo's `web`, which only reads) it is HISTORY_FILE in the data
     directory, where the backend process keeps it."""
-    from backend.contracts.history import HISTORY_FILE
-    from backend.exporter.shared import process_watcher
-    from backend.paths import data_dir
-
     recorder = getattr(process_watcher(), "history", None)
     if recorder is not None:
         if recorder.path is None:
@@ -490,8 +477,6 @@ class SharedMemory:
 
     def read(self, what: Callable[[HistoryStore], T]) -> tuple[T | None, str | None]:
         """`what(store)`, or None and the one line saying why it could not be had."""
-        from backend.history.store import StoreError
-
         store, error = self._open()
         if store is None:
             return None, error
@@ -507,9 +492,6 @@ class SharedMemory:
 
     def _open(self) -> tuple[HistoryStore | None, str | None]:
         from pathlib import Path
-
-        from backend.history.sqlite import SqliteStore
-        from backend.history.store import StoreError
 
         with self._lock:
             try:
@@ -572,8 +554,6 @@ def group_memory(bootstrap: str | None, group: str, since_ms: int, until_ms: int
                  limit: int) -> GroupMemory:
     """The group's episodes (the newest `limit` of the span) and lag, from the memory of the
     cluster at `bootstrap`. Never raises."""
-    from backend.history.store import resolve_cluster
-
     path, problem = memory_file()
     if path is None:
         return GroupMemory(None, error=problem)

@@ -1,10 +1,20 @@
-"""`groupscope chaos`: disrupt real replicas under load, drain, and verify every stream."""
+"""`groupscope chaos`: disrupt real replicas under load, drain, and verify every stream.
+
+Imports inside functions keep `groupscope --help` and the other subcommands from loading the
+chaos run, the supervisor's process pool and the broker's node control (about 0.1 s), which
+only `chaos` uses.
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from backend.cli_common import UserError, add_command, positive
+from backend.contracts import COMMIT_MODES, commit_help
+from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
+from backend.kafka.settings import resolve_settings
+from backend.paths import data_dir
+from backend.spark.session import EngineUnavailable, check_engine, spark_remote
 
 CHAOS_HELP = "kill, stop, start and scale replicas under load; verify nothing is lost"
 CHAOS = ("Runs real replicas on a fresh topic and group, produces telemetry, and "
@@ -17,9 +27,6 @@ CHAOS = ("Runs real replicas on a fresh topic and group, produces telemetry, and
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from backend.contracts import COMMIT_MODES, commit_help
-    from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
-
     p = add_command(sub, "chaos", _chaos, cluster=True, help=CHAOS_HELP,
                     description=CHAOS)
     p.add_argument("--spark-remote", metavar="URL", help="Spark Connect URL (default: the "
@@ -64,9 +71,6 @@ def _chaos(args: argparse.Namespace) -> int:
 
     from backend.chaos.report import render, to_dict
     from backend.chaos.run import ChaosConfig, ChaosRun
-    from backend.kafka.settings import resolve_settings
-    from backend.paths import data_dir
-    from backend.spark.session import EngineUnavailable, check_engine, spark_remote
     from backend.supervisor.processes import InvalidRequest, validate_options
 
     if not args.min_replicas <= args.replicas <= args.max_replicas:

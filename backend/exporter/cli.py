@@ -1,4 +1,9 @@
-"""`groupscope exporter`: Prometheus /metrics (and optional alerts) for every consumer group."""
+"""`groupscope exporter`: Prometheus /metrics (and optional alerts) for every consumer group.
+
+Imports inside functions keep `groupscope --help` and the other subcommands from loading the
+always-on watcher (backend/exporter/serve.py: prometheus_client, the memory, NumPy), which
+only `exporter` uses.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from backend.exporter.options import (
     DEFAULT_PORT,
     tcp_port,
 )
-from backend.history.cli import add_recording_args
+from backend.history.cli import add_recording_args, recording
+from backend.observer.cli import cluster_settings
+from backend.proc import StopSignals
 
 EXPORTER_HELP = "serve Prometheus /metrics for every consumer group (read-only)"
 EXPORTER = ("Watch every consumer group of a cluster read-only and serve their lag, "
@@ -43,9 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _exporter(args: argparse.Namespace) -> int:
     from backend.exporter.serve import always_on
-    from backend.history.cli import recording
-    from backend.observer.cli import cluster_settings
-    from backend.proc import StopSignals
 
     starting = True
 

@@ -17,24 +17,21 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
+from backend.alerts import AlertService, load_alerts
 from backend.cli_common import UserError
 from backend.exporter.metrics import OverviewCollector
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
 from backend.exporter.shared import process_watcher, register_process_watcher
-from backend.history.cli import Recording
+from backend.history.cli import Recording, recorder
+from backend.history.recorder import HistoryRecorder
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import PortBusyError
+from backend.observer.overview import OverviewWatcher
 from backend.proc import STOP_BUDGET_S
-
-if TYPE_CHECKING:
-    from backend.alerts import AlertService
-    from backend.history.recorder import HistoryRecorder
-    from backend.observer.overview import OverviewWatcher
 
 log = logging.getLogger("groupscope.exporter")
 
@@ -84,9 +81,6 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
     too; each stop is bounded (see `_bounded`). `history` keeps the memory (`role` names this
     process as its writer); None keeps the rebalance counters in memory only.
     """
-    from backend.history.cli import recorder
-    from backend.observer.overview import OverviewWatcher
-
     with contextlib.ExitStack() as undo:
         alerts = _load_alerts(alerts_file) if alerts_file else None
         if alerts is not None:
@@ -129,8 +123,6 @@ def _unregister(watcher: OverviewWatcher) -> None:
 
 
 def _load_alerts(path: str) -> AlertService:
-    from backend.alerts import load_alerts
-
     try:
         return load_alerts(path)
     except UserError:

@@ -1,4 +1,8 @@
-"""`groupscope produce`: run the car fleet in the foreground, with a progress line per second."""
+"""`groupscope produce`: run the car fleet in the foreground, with a progress line per second.
+
+Imports inside functions keep `groupscope --help` and the other subcommands from loading the
+topic administration (backend/kafka/topics.py), which only `produce` uses here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from typing import NoReturn
 
 from backend.cli_common import UserError, add_command, positive
 from backend.contracts import DEFAULT_PARTITIONS, INPUT_TOPIC
-from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS, FLUSH_TIMEOUT_S
+from backend.fleet.recovery import RecoveryError
+from backend.fleet.simulator import DEFAULT_RATE, DEFAULT_STREAMS, FLUSH_TIMEOUT_S, FleetSimulator
+from backend.kafka.settings import resolve_settings
 from backend.proc import STOP_BUDGET_S, StopSignals
 
 
@@ -47,9 +53,6 @@ def _interrupt() -> NoReturn:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from backend.fleet.recovery import RecoveryError
-    from backend.fleet.simulator import FleetSimulator
-    from backend.kafka.settings import resolve_settings
     from backend.kafka.topics import TopicError, ensure_input_topic
 
     settings = resolve_settings(args.bootstrap, args.kafka_config)

@@ -3,6 +3,10 @@ and the memory's options for the commands that keep it (`watch`, `exporter`, `ba
 
 Reading needs no cluster: the memory is a file, and `--bootstrap` / `--kafka-config` only say
 which of the clusters it keeps is meant (any with a server in common).
+
+Imports inside functions keep `groupscope --help`, which loads this module for the memory's
+options of `watch` and `exporter`, from loading the memory's store and recorder (sqlite3,
+NumPy), which only `history` and a process that records use.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from backend.contracts.history import (
     HISTORY_FILE,
     Episode,
 )
+from backend.kafka.settings import resolve_settings
+from backend.paths import data_dir
 
 HISTORY_HELP = "print a group's rebalances with their causes and impact, from the memory"
 HISTORY = ("Print the rebalances the memory keeps for a group (written by `groupscope watch`, "
@@ -33,8 +39,6 @@ DEFAULT_SINCE = "24h"
 
 
 def default_path() -> Path:
-    from backend.paths import data_dir
-
     return data_dir() / HISTORY_FILE
 
 
@@ -126,7 +130,6 @@ def _bootstrap(args: argparse.Namespace) -> str | None:
     if not (args.bootstrap or args.kafka_config or os.environ.get("GROUPSCOPE_BOOTSTRAP")
             or os.environ.get("GROUPSCOPE_KAFKA_CONFIG")):
         return None
-    from backend.kafka.settings import resolve_settings
 
     return resolve_settings(args.bootstrap, args.kafka_config).bootstrap
 

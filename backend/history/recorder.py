@@ -36,6 +36,7 @@ from backend.contracts.history import (
 )
 from backend.errors import one_line
 from backend.history.episodes import ACTION_LOOKBACK_MS
+from backend.history.sqlite import SqliteStore
 from backend.history.store import CounterKey, Cycle, GroupLag, HistoryStore, Seed, StoreError
 
 log = logging.getLogger("groupscope.history")
@@ -251,8 +252,6 @@ class HistoryRecorder:
             if self._open_store is not None:
                 self._store = self._open_store(self.path or "")
             else:
-                from backend.history.sqlite import SqliteStore
-
                 self._store = SqliteStore(self.path or "")
         except StoreError as exc:
             self._fail(str(exc))

@@ -1,4 +1,9 @@
-"""`groupscope snapshot` and `groupscope groups`: the observer from a terminal, read-only."""
+"""`groupscope snapshot` and `groupscope groups`: the observer from a terminal, read-only.
+
+Imports inside functions keep `groupscope --help` and the other subcommands from loading what
+only a command that runs uses: the observer, the overview watcher (NumPy) and the running
+stack's control files (psutil).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from backend.cli_common import UserError, add_command, positive
 from backend.contracts import DEFAULT_GROUP, SNAPSHOT_JSON
+from backend.kafka.settings import ENV_BOOTSTRAP, ENV_KAFKA_CONFIG, resolve_settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,8 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cluster_settings(args: argparse.Namespace):
     """The cluster a read-only command watches: its flags, else the environment, else the
     running stack's; checked reachable, so a wrong address is one line at once."""
-    from backend.kafka.settings import ENV_BOOTSTRAP, ENV_KAFKA_CONFIG, resolve_settings
-
     bootstrap, kafka_config = args.bootstrap, args.kafka_config
     if not (bootstrap or kafka_config or os.environ.get(ENV_BOOTSTRAP)
             or os.environ.get(ENV_KAFKA_CONFIG)):

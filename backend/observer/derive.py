@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from backend.contracts import SHARE, MemberView, PartitionView, StreamView
+from backend.kafka.partitioner import partition_for
 from backend.observer.brokers import Placement
 from backend.observer.collect import TP, RawMember, RawObservation, watched_topic
 
@@ -247,7 +248,6 @@ def stream_views(keys: Mapping[str, int | None], num_partitions: int,
     """
     if num_partitions <= 0:
         return ()
-    from backend.kafka.partitioner import partition_for
 
     views = []
     for key in sorted(keys):

@@ -30,6 +30,9 @@ from backend.observer.derive import (
     unread_ranges,
 )
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
+from backend.observer.events import EventTail
+from backend.observer.generation import GenerationTail
+from backend.observer.sample import Sampler
 from backend.observer.store import SnapshotStore
 from backend.observer.timeline import Timeline, frame
 
@@ -106,8 +109,6 @@ class Observer:
             # wait out its metadata timeout on every poll the outage lasts
             return None
         if self._gen is None:
-            from backend.observer.generation import GenerationTail
-
             self._gen = GenerationTail(self.settings, self.group)
         try:
             return self._gen.current()
@@ -192,16 +193,12 @@ class Observer:
 
     def _sampler_client(self):
         if self._sampler is None:
-            from backend.observer.sample import Sampler
-
             self._sampler = Sampler(self.settings, self.group)
         return self._sampler
 
     def _maybe_sample(self, obs: RawObservation, topic: str) -> None:
         if self.tail_events:
             if self._events is None:
-                from backend.observer.events import EventTail
-
                 self._events = EventTail(self.settings, self.group)
             self._events.poll()
             for key in self._events.summaries:

@@ -32,6 +32,7 @@ from backend.kafka.settings import KafkaSettings
 from backend.observer.derive import unread_ranges
 from backend.observer.overview_collect import ClusterCollector, ClusterError, GroupReading
 from backend.observer.overview_model import OverviewModel
+from backend.observer.sample import Sampler
 
 log = logging.getLogger("groupscope.overview")
 
@@ -261,8 +262,6 @@ class OverviewWatcher:
     def _record_reader(self, group: str):
         """One assign()-only reader per watcher; its group id must be one we may DESCRIBE."""
         if self._sampler is None:
-            from backend.observer.sample import Sampler
-
             self._sampler = Sampler(self.settings, group)
         return self._sampler
 

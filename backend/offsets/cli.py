@@ -12,6 +12,9 @@ members would overwrite them, and the broker refuses the commit anyway), so `--e
 checks that first and refuses in one line otherwise. After writing, the committed offsets
 are read back through the same reader the preview used, and any difference from the plan
 fails the command: a reset that reports success must have done exactly what it showed.
+
+Imports inside functions keep `groupscope --help` and the other subcommands from loading the
+Java Admin reader (backend/kafka/javaadmin), which only `offsets` uses.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from backend.cli_common import UserError, add_command
+from backend.observer.cli import cluster_settings
 from backend.offsets.plan import (
     TP,
     Plan,
@@ -161,7 +165,6 @@ def _run(args: argparse.Namespace, action: str,
     """Check, plan, print; with --execute also apply, read back and compare. `pin` is the
     absolute form of a relative target, offered so a later --execute means the same time."""
     from backend.kafka.javaadmin.reader import KafkaReader
-    from backend.observer.cli import cluster_settings
 
     settings = cluster_settings(args)
     cluster = settings.describe()

@@ -9,6 +9,9 @@ committed from outside a group only while it is Empty (`Group.refuse_unless_empt
 
 `keys_moved` is the per-key view of a plan (per car, in the demo): it reads the records a
 reset replays or skips, key by key, with an assign()ed consumer that never commits.
+
+Imports inside functions keep `groupscope --help`, which loads this module through
+backend/offsets/cli.py, from loading the Java Admin reader and the offsets writer.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from backend.cli_common import UserError
+from backend.errors import one_line
+from backend.kafka.clients import quiet_admin
 from backend.offsets.plan import TP, Extent, Plan, Target, TopicSpec, plan_reset, select_partitions
 
 if TYPE_CHECKING:
@@ -137,9 +142,6 @@ def apply(settings: KafkaSettings, plan: Plan) -> dict[TP, str]:
         return writer.alter_share(settings, plan)
     tps = [r.tp for r in plan.changed]
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-
-    from backend.errors import one_line
-    from backend.kafka.clients import quiet_admin
 
     admin = quiet_admin(settings)
     request = ConsumerGroupTopicPartitions(plan.group, [

@@ -1,5 +1,10 @@
 """`groupscope replica`: run one member of the consumer group, or with `--share` of the share
-group beside it."""
+group beside it.
+
+Imports inside functions keep `groupscope --help` and the other subcommands from loading the
+replica's runners and Spark summariser (pyarrow), which only `replica` uses, and a standby
+loads them before its order comes.
+"""
 
 from __future__ import annotations
 
@@ -23,10 +28,18 @@ from backend.contracts import (
 from backend.contracts.control import (
     DEFAULT_PROTOCOL,
     PROTOCOL_ASSIGNORS,
+    STANDBY_KEEP_ALIVE_S,
+    STANDBY_READY,
     GroupChoiceError,
+    StandbyOrder,
     resolve_commit,
 )
 from backend.errors import one_line
+from backend.kafka.properties import KafkaConfigError
+from backend.kafka.settings import ClusterUnreachable, resolve_settings
+from backend.proc import StopSignals
+from backend.replica.membership import GroupChoice, MembershipConfigError
+from backend.spark.session import ENV_TOKEN, EngineUnavailable, check_engine
 
 if TYPE_CHECKING:  # pyspark and pyarrow load only when a replica really runs
     from backend.replica.spark_summary import SparkSummariser
@@ -94,9 +107,7 @@ def _standby(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     # the replica's own modules (Kafka clients, Arrow, the runner) load now, not on order
-    import backend.kafka.settings
     import backend.replica.runner  # noqa: F401
-    from backend.contracts.control import STANDBY_KEEP_ALIVE_S, STANDBY_READY, StandbyOrder
     from backend.replica.spark_summary import SparkSummariser
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
@@ -164,8 +175,6 @@ def commit_mode(commit: str | None, exactly_once: bool) -> str:
 def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> int:
     if args.standby:
         return _standby(args)
-    from backend.replica.membership import GroupChoice, MembershipConfigError
-
     if args.share:
         return _share_replica(args, spark)
     args.group = args.group or DEFAULT_GROUP
@@ -180,15 +189,11 @@ def _replica(args: argparse.Namespace, spark: SparkSummariser | None = None) -> 
         print(f"groupscope replica: {exc}", file=sys.stderr)
         return 2
 
-    from backend.kafka.settings import resolve_settings
     from backend.replica.runner import Replica, ReplicaConfig, default_context
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     for noisy in ("py4j", "pyspark", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from backend.kafka.properties import KafkaConfigError
-    from backend.kafka.settings import ClusterUnreachable
-    from backend.spark.session import ENV_TOKEN, EngineUnavailable, check_engine
 
     if args.spark_token:  # the session factory reads it from there, in this process only
         os.environ[ENV_TOKEN] = args.spark_token
@@ -232,17 +237,13 @@ def _share_replica(args: argparse.Namespace, spark: SparkSummariser | None) -> i
         print("groupscope replica: --id must not be empty, --batch-ms and --batch-max "
               "positive", file=sys.stderr)
         return 2
-    from backend.spark.session import ENV_TOKEN
 
     if args.spark_token:  # the session factory reads it from there, in this process only
         os.environ[ENV_TOKEN] = args.spark_token
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     for noisy in ("py4j", "pyspark", "grpc"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from backend.kafka.properties import KafkaConfigError
-    from backend.kafka.settings import ClusterUnreachable, resolve_settings
     from backend.kafka.topics import TopicError
-    from backend.proc import StopSignals
     from backend.replica.share_runner import ShareReplica, ShareReplicaConfig
 
     try:

@@ -30,6 +30,8 @@ import pyarrow.compute as pc
 
 from backend.contracts import NUMERIC_FIELDS
 from backend.contracts.summary import WINDOW_MS, BatchPartial, FieldStats, WindowAgg
+from backend.netutil import port_open
+from backend.replica.batch import MicroBatch
 from backend.replica.deadletter import (
     REASON_FUTURE_TS,
     REASON_KEY_MISMATCH,
@@ -42,6 +44,7 @@ from backend.replica.deadletter import (
     REASON_WRONG_TYPE,
     future_bound_ms,
 )
+from backend.spark.session import EngineUnavailable, connect, spark_remote
 
 log = logging.getLogger("groupscope.replica")
 
@@ -437,9 +440,6 @@ class SparkSummariser:
         if self._session is None:
             from urllib.parse import urlparse
 
-            from backend.netutil import port_open
-            from backend.spark.session import EngineUnavailable, connect, spark_remote
-
             url = spark_remote(self.remote)
             parsed = urlparse(url.replace("sc://", "http://", 1))
             if not port_open(parsed.hostname or "127.0.0.1", parsed.port or 15002, timeout=2.0):
@@ -489,8 +489,6 @@ class SparkSummariser:
         runs (the local plan for the typed feed, the interpreted mode for the raw one,
         INTERPRETED_BELOW_ROWS). A standby, off the start's critical path, pays them; a
         cold start does not wait."""
-        from backend.replica.batch import MicroBatch
-
         plans = [(list(range(rows)), True)]
         if both_plans:
             plans += [([*range(rows), 0], True), ([0, 1], False)]

@@ -12,6 +12,8 @@ import warnings
 
 from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
 from backend.errors import one_line
+from backend.netutil import port_open
+from backend.paths import data_dir
 
 ENV_REMOTE = "SPARK_REMOTE"
 # Spark Connect's own default port: where a client looks for the embedded engine unless told
@@ -40,7 +42,6 @@ def spark_token(token: str | None = None) -> str | None:
     found = token or os.environ.get(ENV_TOKEN)
     if found or not os.environ.get(ENV_ROOM_ADDRESS):
         return found or None
-    from backend.paths import data_dir
 
     return read_secret(data_dir(), SPARK_TOKEN_FILE)
 
@@ -128,8 +129,6 @@ def check_engine(remote: str | None = None, warm_up: bool = False, timeout: floa
     listened goes away (or is not ready yet).
     """
     from urllib.parse import urlparse
-
-    from backend.netutil import port_open
 
     url = spark_remote(remote)
     parsed = urlparse(url.replace("sc://", "http://", 1))

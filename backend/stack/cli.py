@@ -1,4 +1,9 @@
-"""Subcommands for the embedded stack: up, broker, spark, web."""
+"""Subcommands for the embedded stack: up, broker, spark, web.
+
+Imports inside functions keep `groupscope --help` and each subcommand's start from loading
+what only another one uses: Kafka's nodes, Spark's engine, the launcher, the room and the soak
+(psutil), the always-on watcher (prometheus_client, NumPy) and Streamlit.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,15 @@ import os
 import sys
 from pathlib import Path
 
-from backend.cli_common import add_command, positive
+from backend.cli_common import UserError, add_command, positive
+from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, tcp_port
-from backend.history.cli import add_recording_args
+from backend.history.cli import add_recording_args, recording
+from backend.kafka.settings import resolve_settings
 from backend.paths import data_dir
+from backend.proc import StopSignals
+from backend.stack.procfile import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,8 +127,6 @@ def _soak(args: argparse.Namespace) -> int:
 
 def _idle_until_signal(reason: str) -> int:
     """Honcho stops every process when one exits, so a skipped process waits instead."""
-    from backend.proc import StopSignals
-
     print(reason, file=sys.stderr, flush=True)
     with StopSignals() as signals:
         signals.wait()
@@ -158,9 +166,6 @@ def _spark(args: argparse.Namespace) -> int:
 def _room_spark_token(cfg) -> str | None:
     """In a room, the token every Spark Connect client must bring; refuses to open Spark to
     the room without one."""
-    from backend.cli_common import UserError
-    from backend.contracts.room import SPARK_TOKEN_FILE, read_secret
-
     if not cfg.room_address:
         return None
     token = read_secret(data_dir(), SPARK_TOKEN_FILE)
@@ -180,7 +185,6 @@ def _web(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     """The web process in read-only mode; the properties file is checked before Streamlit
     starts, so a bad line is a one-line error rather than a page error."""
-    from backend.kafka.settings import resolve_settings
     from backend.stack.config import StackConfig
 
     config = str(Path(args.kafka_config).expanduser().resolve()) if args.kafka_config else None
@@ -201,7 +205,6 @@ def _watch(args: argparse.Namespace) -> int:
     # for) start before Streamlit, which then runs in this process so the pages read the
     # same watcher
     from backend.exporter.serve import always_on
-    from backend.history.cli import recording
 
     with always_on(settings, metrics_port=args.metrics_port,
                    metrics_address=args.metrics_address, alerts_file=args.alerts,
@@ -218,8 +221,6 @@ def _streamlit_options(port: int, address: str) -> dict[str, object]:
 
 
 def _exec_dashboard(port: int, address: str) -> int:
-    from backend.stack.procfile import REPO_ROOT
-
     app = REPO_ROOT / "dashboard" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app),
            *(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
@@ -233,8 +234,6 @@ def _run_dashboard(port: int, address: str) -> None:
     """Streamlit in this process, until SIGINT/SIGTERM: its own handlers stop the server and
     `bootstrap.run` returns, leaving the caller's shutdown to run (bounded; see always_on)."""
     from streamlit.web import bootstrap
-
-    from backend.stack.procfile import REPO_ROOT
 
     app = str(REPO_ROOT / "dashboard" / "app.py")
     os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
@@ -271,9 +270,6 @@ def _up(args: argparse.Namespace) -> int:
 def _up_room(args: argparse.Namespace) -> int:
     """The stack opened to the room: the room's files first (secrets, wheel, room.json),
     then every process with the room address in its environment."""
-    from backend.cli_common import UserError
-    from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
-    from backend.contracts.room import ENV_ROOM_ADDRESS
     from backend.stack import room
     from backend.stack.config import StackConfig
     from backend.stack.launcher import StackLauncher

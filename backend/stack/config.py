@@ -6,6 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from backend.broker.nodes import MAX_BROKERS
 from backend.cli_common import UserError
 from backend.contracts.room import ENV_ROOM_ADDRESS
 from backend.engine.server import DEFAULT_DRIVER_MEMORY
@@ -73,8 +74,6 @@ class StackConfig:
     def brokers(self) -> int:
         """Kafka nodes of the embedded cluster (1 unless `--brokers`), checked here so a bad
         value is one line before anything starts."""
-        from backend.broker.nodes import MAX_BROKERS
-
         return _count(ENV_BROKERS, self.brokers_setting, 1, 1, MAX_BROKERS)
 
     @property

@@ -24,9 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.broker import classdata as kafka_classdata
+from backend.broker.embedded import EmbeddedBroker
 from backend.engine import classdata as spark_classdata
 from backend.errors import one_line
+from backend.kafka.jars import kafka_classpath
 from backend.kafka.javaadmin import classdata as reader_classdata
+from backend.kafka.javaadmin.gateway import compiled_classes
+from backend.kafka.topics import ensure_topics
+from backend.netutil import free_port
+from backend.offsets.writer import compiled_writer
+from backend.replica.spark_summary import SparkSummariser
+from backend.spark.session import check_engine
 
 if TYPE_CHECKING:
     from backend.kafka.settings import KafkaSettings
@@ -37,8 +45,6 @@ def train_broker(settings: KafkaSettings) -> None:
     dead letters), a consumer group that joins and commits, and a transaction with offsets,
     as an exactly-once replica commits its batch."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-
-    from backend.kafka.topics import ensure_topics
 
     layout = ensure_topics(settings, group="training", topic="training", partitions=2)
     producer = Producer(settings.client_config(**{"transactional.id": "training"}))
@@ -87,8 +93,6 @@ def reader_class_archive(progress: Callable[[str], None] = print,
         built = reader_classdata.cached_archive()
         if built is not None:  # no node to start
             return built
-        from backend.broker.embedded import EmbeddedBroker
-        from backend.netutil import free_port
 
         with tempfile.TemporaryDirectory(prefix="groupscope-reader-training-") as work:
             node = EmbeddedBroker(Path(work), port=free_port())
@@ -107,9 +111,6 @@ def train_engine(remote: str) -> None:
     unique and repeated batches by the grouping plan, two-row batches by the local plan for
     the typed feed and the interpreted grouping plan for the raw one), so the classes all of
     them load are recorded."""
-    from backend.replica.spark_summary import SparkSummariser
-    from backend.spark.session import check_engine
-
     check_engine(remote, warm_up=True, timeout=60.0)
     for typed in (False, True):
         summariser = SparkSummariser(remote)
@@ -138,16 +139,11 @@ def _built(build: Callable[[], Path], whose: str,
 
 
 def main() -> int:
-    from backend.kafka.jars import kafka_classpath
-
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     kafka_classpath()
     # the Kafka reader's classes (backend/kafka/javaadmin), so no process compiles them at start
-    from backend.kafka.javaadmin.gateway import compiled_classes
-    from backend.offsets.writer import compiled_writer
-
     compiled_classes(quiet=False)
     compiled_writer(quiet=False)  # and the offsets writer's, started only for a write
     kafka_class_archive(progress)

@@ -26,6 +26,8 @@ from backend.contracts.room import (
     RoomInfo,
 )
 from backend.paths import write_private
+from backend.proc import run
+from backend.stack.procfile import REPO_ROOT
 
 WHEEL_TIMEOUT_S = 180.0
 
@@ -100,9 +102,6 @@ def close_room(data_dir: Path) -> None:
 def build_wheel(data_dir: Path, say=print) -> str | None:
     """A wheel of the checkout this runs from, in `data_dir`; None (with the reason said) when
     it cannot be built, since the room still works without the download."""
-    from backend.proc import run
-    from backend.stack.procfile import REPO_ROOT
-
     out = data_dir / "wheels"
     out.mkdir(exist_ok=True)
     say("building the groupscope wheel participants can download (once per up) ...")

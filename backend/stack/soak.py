@@ -46,8 +46,9 @@ from pathlib import Path
 
 import psutil
 
-from backend.netutil import wait_until
+from backend.netutil import free_port, wait_until
 from backend.proc import abort_if_exited, reap, spawn
+from backend.supervisor.client import ControlClient, ControlError
 
 ROLES = ("broker", "spark", "backend", "web")
 RSS_RATIO = 1.2
@@ -259,8 +260,6 @@ class Soak:
         print(text, file=self.out, flush=True)
 
     def _env(self, root: Path) -> dict[str, str]:
-        from backend.netutil import free_port
-
         env = dict(os.environ, GROUPSCOPE_DATA=str(root / "data"),
                    GROUPSCOPE_KAFKA_PORT=str(free_port()),
                    GROUPSCOPE_SPARK_PORT=str(free_port()),
@@ -301,8 +300,6 @@ class Soak:
         self.ticks.append(Tick(t, agg, zombies))
 
     def _kill_one(self, client) -> None:
-        from backend.supervisor.client import ControlError
-
         try:
             running = sorted((r for r in client.status().replicas if r.state == "running"),
                              key=lambda r: r.started_at or 0)
@@ -337,8 +334,6 @@ class Soak:
         return out
 
     def run(self) -> SoakResult:
-        from backend.supervisor.client import ControlClient, ControlError
-
         tmp = tempfile.mkdtemp(prefix="groupscope-soak-", dir=self.keep_dir)
         root = Path(tmp)
         env = self._env(root)

@@ -52,6 +52,7 @@ from backend.contracts.control import (
     Status,
     StreamsRequest,
 )
+from backend.netutil import wait_until
 from backend.supervisor.auth import token_matches
 from backend.supervisor.names import NAME_RE
 from backend.supervisor.processes import PoolError, UnknownReplica
@@ -399,8 +400,6 @@ class ControlServer:
 
     def start_background(self, timeout: float = 10.0) -> None:
         """Serve on a daemon thread; return once uvicorn accepts connections."""
-        from backend.netutil import wait_until
-
         self._thread = threading.Thread(target=self._server.run, name="control-api",
                                         kwargs={"sockets": [self._socket]}, daemon=True)
         self._thread.start()

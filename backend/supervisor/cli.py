@@ -1,4 +1,9 @@
-"""`groupscope backend` (the supervisor) and `groupscope ctl` (talks to it)."""
+"""`groupscope backend` (the supervisor) and `groupscope ctl` (talks to it).
+
+Imports inside functions keep `groupscope --help` and each subcommand's start from loading
+what only another one uses: the supervisor and its control API (FastAPI, uvicorn) for
+`backend`, the control client (psutil) for `ctl`.
+"""
 
 from __future__ import annotations
 
@@ -25,17 +30,30 @@ from backend.contracts import (
     commit_help,
 )
 from backend.contracts.control import (
+    ALL_ASSIGNORS,
     BROKER_ACTIONS,
+    DEFAULT_PROTOCOL,
+    MAX_RATE,
+    MAX_REPLICAS,
+    PROTOCOL_ASSIGNORS,
     BrokerNode,
     BrokersAnswer,
     CapacityAnswer,
     FleetState,
+    PartitionChange,
     ReplayAnswer,
     ReplayPreview,
+    ReplicaInfo,
     ReplicaOptions,
+    ScaleAnswer,
     ShareStatus,
     Status,
 )
+from backend.kafka.properties import KafkaConfigError
+from backend.kafka.settings import resolve_settings
+from backend.netutil import wait_until
+from backend.paths import data_dir
+from backend.spark.session import spark_remote
 
 if TYPE_CHECKING:
     from backend.supervisor.client import ControlClient
@@ -51,13 +69,6 @@ BACKEND = ("Ensure the topics, run the fleet simulator, start replicas as child 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from backend.contracts.control import (
-        ALL_ASSIGNORS,
-        DEFAULT_PROTOCOL,
-        MAX_REPLICAS,
-        PROTOCOL_ASSIGNORS,
-    )
-
     assignors = list(ALL_ASSIGNORS)
     p = add_command(sub, "backend", _backend, cluster=True, help=BACKEND_HELP,
                     description=BACKEND)
@@ -185,12 +196,6 @@ def _fail(command: str, message: str, code: int = 2) -> int:
 def _backend(args: argparse.Namespace) -> int:
     import logging
 
-    from backend.contracts.control import MAX_RATE, MAX_REPLICAS
-    from backend.kafka.properties import KafkaConfigError
-    from backend.kafka.settings import resolve_settings
-    from backend.netutil import wait_until
-    from backend.paths import data_dir
-    from backend.spark.session import spark_remote
     from backend.supervisor.api import ControlServer
     from backend.supervisor.processes import (
         InvalidRequest,
@@ -501,8 +506,6 @@ def _dash(value: int | None) -> str:
 
 def _render(out: BaseModel) -> str:
     """One answer of the control API as the lines a person reads."""
-    from backend.contracts.control import PartitionChange, ReplicaInfo, ScaleAnswer
-
     if isinstance(out, Status):
         return render_status(out, colour=_want_colour())
     if isinstance(out, ReplayPreview):

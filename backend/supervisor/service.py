@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from backend.broker.nodes import ClusterError, cluster_nodes
+from backend.broker.nodes import request as node_request
 from backend.contracts import (
     CLASSIC,
     DEFAULT_GROUP,
@@ -45,9 +47,14 @@ from backend.contracts.control import (
     Status,
 )
 from backend.errors import one_line
+from backend.fleet import simulator
+from backend.fleet.simulator import FleetSimulator
+from backend.kafka import topics
 from backend.kafka.groups import GroupDescription
 from backend.kafka.javaadmin.reader import KafkaReader
+from backend.kafka.partitioner import partition_for
 from backend.kafka.settings import KafkaSettings
+from backend.kafka.topics import TopicError, ensure_topics
 from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
 from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
 from backend.supervisor.memory import DemoMemory
@@ -152,8 +159,6 @@ class SupervisorService:
     def start(self) -> SupervisorService:
         cfg = self.config
         try:
-            from backend.kafka.topics import ensure_topics
-
             layout = ensure_topics(cfg.settings, group=cfg.group, topic=cfg.topic,
                                    partitions=cfg.partitions)
             self._partitions = layout.input.partitions
@@ -165,8 +170,6 @@ class SupervisorService:
                 self.memory = DemoMemory(cfg.settings, Path(cfg.data_dir),
                                          frozenset({cfg.group, cfg.share_group}))
             if cfg.fleet:
-                from backend.fleet.simulator import FleetSimulator
-
                 self.fleet = FleetSimulator(cfg.settings, topic=cfg.topic, streams=cfg.streams,
                                             rate=cfg.rate)
                 self.fleet.start()
@@ -390,8 +393,6 @@ class SupervisorService:
         return Path(self.config.data_dir) / "broker"
 
     def brokers(self) -> BrokersAnswer:
-        from backend.broker.nodes import ClusterError, cluster_nodes
-
         try:
             nodes, leader = cluster_nodes(self._broker_dir())
         except ClusterError as exc:
@@ -400,15 +401,13 @@ class SupervisorService:
 
     def broker_action(self, node_id: int, action: str) -> BrokerNode:
         """Kill, stop or start one node, done by the cluster's own process (nodes.request)."""
-        from backend.broker.nodes import ClusterError, cluster_nodes, request
-
         where = self._broker_dir()
         try:
             nodes, _ = cluster_nodes(where)
             if node_id not in {n.id for n in nodes}:
                 raise UnknownBroker(f"no Kafka node {node_id}; the cluster has nodes "
                                     f"{', '.join(str(n.id) for n in nodes)}")
-            return request(where, action, node_id)
+            return node_request(where, action, node_id)
         except ClusterError as exc:
             raise PoolError(str(exc)) from None
 
@@ -551,25 +550,20 @@ class SupervisorService:
         return self._fleet_state()
 
     def stream_ids(self) -> list[str]:
-        from backend.fleet.simulator import stream_ids
-
         count = self.fleet.stats().streams if self.fleet is not None else self.config.streams
-        return stream_ids(count)
+        return simulator.stream_ids(count)
 
     def add_partitions(self, partitions: int) -> PartitionChange:
-        from backend.kafka.partitioner import partition_for
-        from backend.kafka.topics import TopicError, add_partitions
-
         with self._topic_lock:
             before = self._current_partitions()
             if partitions < before:
                 raise PoolError(f"topic {self.config.topic} has {before} partitions; Kafka can "
                                 f"add partitions but never remove them")
             try:
-                add_partitions(self.config.settings, self.config.topic, partitions)
+                topics.add_partitions(self.config.settings, self.config.topic, partitions)
                 # keep the summaries changelog co-partitioned with the input
-                add_partitions(self.config.settings, summaries_topic(self.config.group),
-                               partitions)
+                topics.add_partitions(self.config.settings, summaries_topic(self.config.group),
+                                      partitions)
             except TopicError as exc:
                 raise DependencyError(str(exc)) from None
             self._partitions = partitions

@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 import os
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
 from backend.cli_common import UserError
+from backend.kafka.javaadmin.reader import KafkaReader
 from backend.offsets.plan import (
     Plan,
     Target,
@@ -33,13 +33,10 @@ from backend.offsets.plan import (
     parse_topic_spec,
     summary,
 )
+from backend.offsets.reset import Group, apply, plan_reset_now, refuse_other_types
 from dashboard import presenter
 from dashboard.context import ENV_GROUP, env_context, offset_writes_env
 from dashboard.presenter import Role
-
-if TYPE_CHECKING:
-    from backend.kafka.javaadmin.reader import KafkaReader
-    from backend.offsets.reset import Group
 
 log = logging.getLogger("groupscope.offsets")
 TARGETS = {"earliest": "the beginning", "latest": "the end", "datetime": "a time",
@@ -58,8 +55,6 @@ st.caption(f"Move a consumer group's committed offsets on {ctx.target.describe()
 
 
 def _reader():
-    from backend.kafka.javaadmin.reader import KafkaReader
-
     return KafkaReader.shared(ctx.target.settings(), "groupscope-offsets-page")
 
 
@@ -72,8 +67,6 @@ def _target(kind: str, value: str, now: datetime) -> Target:
 
 def _plan(group: str, target: Target, topics: str) -> tuple[Plan, str]:
     """The plan as the cluster stands now, and the group's state."""
-    from backend.offsets.reset import Group
-
     reader = _reader()
     try:
         g = Group(reader, ctx.target.settings(), group)
@@ -84,8 +77,6 @@ def _plan(group: str, target: Target, topics: str) -> tuple[Plan, str]:
 
 def _plan_for(reader: KafkaReader, g: Group, target: Target, topics: str) -> Plan:
     """`g`'s plan (offsets.reset.Group) read through `reader`: one reader per action."""
-    from backend.offsets.reset import plan_reset_now, refuse_other_types
-
     specs = merge_specs([parse_topic_spec(t) for t in topics.split() if t.strip()])
     refuse_other_types(g, "reset", executing=True)
     return plan_reset_now(reader, g, target, specs)
@@ -100,8 +91,6 @@ def _rows(plan: Plan) -> pd.DataFrame:
 
 def _apply(group: str, target: Target, topics: str) -> None:
     """Refuse unless Empty, write the plan worked out now, log it, read it back."""
-    from backend.offsets.reset import Group, apply
-
     settings = ctx.target.settings()
     reader = _reader()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backend.spark.session import spark_remote
 from dashboard.checks import ClusterTarget
 from dashboard.context import env_context
 from dashboard.pollers import cluster_poller, engine_poller
@@ -21,8 +22,6 @@ st.title("Cluster status")
 @st.fragment(run_every=2.0)
 def _panel() -> None:
     target = ClusterTarget.from_env()
-    from backend.spark.session import spark_remote
-
     remote = spark_remote()
     cluster = cluster_poller(target).latest(wait_s=5.0)
     engine = engine_poller(remote).latest(wait_s=5.0)

@@ -9,6 +9,10 @@ The leaderboard is drawn for any group with members, room or not. Its model fold
 observer's history; one model per watched group serves every tab (st.cache_resource), so a
 member's total does not depend on when a tab was opened, and a lock keeps two tabs' fragments
 from folding at once.
+
+Imports inside functions let `presenter_session` look dashboard.presenter up when it is called,
+so it fails closed whatever module stands there (tests/dashboard/test_room_view.py puts in a
+stand-in, with and without is_presenter).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import streamlit as st
 
 from backend.contracts import Snapshot
 from backend.contracts.room import SPARK_TOKEN_FILE, RoomInfo, read_room, read_secret
+from backend.paths import data_dir
 from dashboard import room_model as rm
 from dashboard.context import ViewContext
 from dashboard.leaderboard_model import (
@@ -136,8 +141,6 @@ def draw_join_card(room: RoomInfo, root: Path) -> None:
 @st.fragment(run_every=JOIN_REFRESH_S)
 def join_panel() -> None:
     """The join card when the stack runs as a room; nothing otherwise."""
-    from backend.paths import data_dir
-
     root = data_dir()
     room = read_room(root)
     if room is not None:

@@ -6,6 +6,7 @@ the leaderboard, and the leaderboard marks dead and external members with the sa
 
 from __future__ import annotations
 
+from backend.paths import data_dir
 from dashboard.context import ViewContext
 from dashboard.pollers import Reading, supervisor_poller
 
@@ -15,7 +16,6 @@ def supervised_replicas(ctx: ViewContext) -> tuple:
     none on a page that only watches, whose group the stack's supervisor does not run."""
     if ctx.watching or ctx.read_only:
         return ()
-    from backend.paths import data_dir
 
     reading: Reading | None = supervisor_poller(str(data_dir())).latest()
     if reading is None or not reading.ok or reading.value is None:
