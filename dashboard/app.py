@@ -18,10 +18,14 @@ import streamlit as st  # noqa: E402
 
 from dashboard.context import offset_writes_env, read_only_env  # noqa: E402
 from dashboard.presenter import Role, session_role  # noqa: E402
-from dashboard.theme import CSS  # noqa: E402
+from dashboard.theme import CSS, PROJECTOR_CSS, PROJECTOR_KEY, PROJECTOR_QUERY  # noqa: E402
 
 st.set_page_config(page_title="groupscope", page_icon=":material/hub:", layout="wide")
 st.html(CSS)
+if st.query_params.get(PROJECTOR_QUERY[0]) == PROJECTOR_QUERY[1]:
+    st.session_state[PROJECTOR_KEY] = True  # a bookmarked projector tab
+if st.session_state.get(PROJECTOR_KEY):
+    st.html(PROJECTOR_CSS)
 
 # "screens", not "pages": a pages/ directory would switch on Streamlit's older file-based
 # navigation, which serves each file directly and bypasses st.navigation and this chrome.

@@ -34,10 +34,12 @@ from backend.contracts.control import (
     ScaleAnswer,
 )
 from backend.paths import data_dir
+from backend.supervisor.client import ControlClient, ControlError
 from dashboard import presenter
 from dashboard.context import ViewContext
 from dashboard.pollers import Reading, supervisor_poller
 from dashboard.presenter import Role, Verdict
+from dashboard.theme import PROJECTOR_KEY, PROJECTOR_QUERY
 
 MESSAGE_S = 15.0
 
@@ -64,8 +66,6 @@ def call_control(label: str, action: Callable[[Any], object]) -> object | None:
         presenter.log.warning("control action %r refused: viewer session (peer %s)", label,
                               presenter.session_peer() or "unknown")
         return None
-    from backend.supervisor.client import ControlClient, ControlError
-
     presenter.log.info("control action %r from a presenter session", label)
     result = None
     try:
@@ -134,7 +134,8 @@ def _summary(label: str, result: object) -> str:
 
 def render_controls(ctx: ViewContext) -> None:
     """Draw the controls panel for the presenter, the passcode box or nothing for a viewer
-    (call inside `with st.sidebar:`)."""
+    (call inside `with st.sidebar:`); the projector theme's switch for everyone."""
+    _projector_switch()
     if ctx.read_only:
         st.caption("Read-only mode: this dashboard only watches.")
         return
@@ -142,6 +143,19 @@ def render_controls(ctx: ViewContext) -> None:
         _controls_panel(ctx)
     else:
         _viewer_panel()
+
+
+def _projector_switch() -> None:
+    """The projector theme for this browser session. The widget's own state is dropped on
+    pages that do not draw it, so the choice is kept under a key of its own, which app.py
+    reads on every page."""
+    def keep() -> None:
+        st.session_state[PROJECTOR_KEY] = st.session_state["gs_projector_switch"]
+
+    st.toggle("Projector theme", value=bool(st.session_state.get(PROJECTOR_KEY)),
+              key="gs_projector_switch", on_change=keep,
+              help="black on white, heavier type: for the back of a room; or add "
+                   f"?{PROJECTOR_QUERY[0]}={PROJECTOR_QUERY[1]} to a page's address")
 
 
 def _viewer_panel() -> None:
@@ -181,14 +195,14 @@ def _controls_panel(ctx: ViewContext) -> None:
     running = [r.name for r in status.running] if status else []
     name = st.selectbox("replica", running or ["(none)"], disabled=off or not running,
                         key="ctl_replica")
-    c1, c2, c3 = st.columns(3)
-    if c1.button("Kill", disabled=off or not running, key="ctl_kill",
+    row = st.container(horizontal=True, wrap=True, gap="small")  # wraps where columns cut
+    if row.button("Kill", disabled=off or not running, key="ctl_kill",
                  help="SIGKILL: the group notices after the session timeout"):
         call_control(f"kill {name}", lambda c: c.kill(name))
-    if c2.button("Stop", disabled=off or not running, key="ctl_stop",
+    if row.button("Stop", disabled=off or not running, key="ctl_stop",
                  help="SIGTERM: finish the batch, commit, leave at once"):
         call_control(f"stop {name}", lambda c: c.stop(name))
-    if c3.button("Start", disabled=off, key="ctl_start", help="start one more replica"):
+    if row.button("Start", disabled=off, key="ctl_start", help="start one more replica"):
         call_control("start", lambda c: c.start())
 
     count = st.number_input("replicas", min_value=0,

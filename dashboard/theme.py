@@ -127,10 +127,33 @@ CSS = """
 <style>
 div[data-testid="stMetricValue"] { font-size: 2.2rem; }
 .gs-chip { display:inline-block; padding:0.05rem 0.45rem; margin:0.1rem; border-radius:0.6rem;
-           font-size:0.85rem; font-family: ui-monospace, monospace; color:#fff; }
+           font-size:0.85rem; font-family: ui-monospace, monospace; color:#fff;
+           white-space:nowrap; }
 .gs-card { border-left: 0.5rem solid var(--gs-c); padding: 0.3rem 0.7rem; margin-bottom: 0.4rem;
            border-radius: 0.4rem; background: rgba(127,127,127,0.08); }
 .gs-card b { font-size: 1.15rem; }
 .gs-muted { opacity: 0.7; }
 </style>
 """
+
+
+# The projector theme: what a room at the back of a hall reads. Black on white whatever the
+# browser's own theme, no faded text, heavier type and outlines, type a size up. Switched on
+# per browser session (the Live page's sidebar) or by `?theme=projector` in any page's address,
+# the way a presenter bookmarks the projector's tab.
+PROJECTOR_QUERY = ("theme", "projector")
+PROJECTOR_KEY = "gs_projector"
+PROJECTOR_CSS = """
+<style>
+html { font-size: 17px; }
+.stApp, .stApp header { background:#ffffff !important; color:#000000 !important; }
+.stApp p, .stApp span, .stApp label, .stApp h1, .stApp h2, .stApp h3 { color:#000000; }
+.gs-muted { opacity:1 !important; }
+.gs-lanes { font-weight:600; }
+.gs-chip, .gs-lanes .own { font-weight:800; border-width:0.2rem !important; }
+.gs-lag { background:rgba(0,0,0,0.16); }
+.gs-lag em { background:#ffffff; color:#000000; border:0.1rem solid #000000; }
+.gs-card, .gs-broker { background:rgba(0,0,0,0.06); }
+</style>
+"""
+
