@@ -40,10 +40,13 @@ HANDOVER_OUTLINE = "#facc15"  # yellow: neither a health nor a member colour
 
 LANE_CSS = """
 <style>
-.gs-lanes { display:grid; grid-template-columns: 3.2rem 9rem 1fr 11rem; gap:0.25rem 0.6rem;
-            align-items:center; font-size:1rem; }
+.gs-lanes { display:grid; gap:0.25rem 0.6rem; align-items:center; font-size:1rem;
+            grid-template-columns: 3.2rem minmax(4.5rem, 9rem) minmax(4.5rem, 1fr)
+                                   minmax(5.5rem, 11rem); }
+.gs-lanes > div { min-width:0; }
 .gs-lanes .p { font-weight:800; font-size:1.1rem; border-radius:0.4rem; text-align:center; }
-.gs-lanes.gs-kafka { grid-template-columns: 8.2rem 9rem 1fr 11rem; }
+.gs-lanes.gs-kafka { grid-template-columns: minmax(3.2rem, 8.2rem) minmax(4.5rem, 9rem)
+                                             minmax(4.5rem, 1fr) minmax(5.5rem, 11rem); }
 .gs-lanes .p .kafka { display:block; font-size:0.85rem; font-weight:700; white-space:nowrap;
                       font-family:ui-monospace,monospace; border-radius:0.3rem;
                       overflow:hidden; text-overflow:ellipsis; }
@@ -58,15 +61,17 @@ LANE_CSS = """
 .gs-lanes .own[data-moved] { outline:0.25rem solid HANDOVER; outline-offset:0.1rem; }
 .gs-lanes .chips[data-moved] { background:rgba(250,204,21,0.22); }
 .gs-chip { display:inline-block; padding:0 0.45rem; margin:0 0.15rem; border-radius:0.7rem;
-           font-size:0.85rem; font-family:ui-monospace,monospace; color:#fff;
+           font-size:0.85rem; font-family:ui-monospace,monospace; color:#fff; white-space:nowrap;
            line-height:1.5; border:0.14rem solid transparent; }
-.gs-lag { position:relative; height:1.3rem; border-radius:0.3rem;
-          background:rgba(127,127,127,0.18); }
+.gs-lag { position:relative; min-height:1.3rem; border-radius:0.3rem;
+          background:rgba(127,127,127,0.18); display:flex; justify-content:flex-end;
+          align-items:center; }
 .gs-lag span { position:absolute; left:0; top:0; bottom:0; border-radius:0.3rem;
                background:#16a34a; }
-.gs-lag em { position:absolute; right:0.2rem; top:0.1rem; font-style:normal; font-size:0.85rem;
+.gs-lag em { position:relative; margin:0.1rem 0.2rem; font-style:normal; font-size:0.85rem;
              font-weight:700; line-height:1.1rem; padding:0 0.3rem; border-radius:0.3rem;
-             background:rgba(255,255,255,0.85); color:DARK_TEXT; }
+             background:rgba(255,255,255,0.85); color:DARK_TEXT; text-align:right;
+             overflow-wrap:anywhere; }
 .gs-cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(15rem, 1fr));
             gap:0.6rem; }
 .gs-card { border-left:0.6rem solid var(--c); border-radius:0.5rem; padding:0.4rem 0.7rem;

@@ -45,7 +45,7 @@ COLUMN_CONFIG = {
         "health", options=gm.HEALTH_OPTIONS, color=list(gm.HEALTH_OPTION_FILLS), width=75,
         help="Worst partition's: " + "; ".join(f"{h} {m}" for h, m in HEALTH_MEANING.items())),
     "state": st.column_config.TextColumn("state", width=95),
-    "protocol": st.column_config.TextColumn("protocol / assignor", width=130),
+    "protocol": st.column_config.TextColumn("protocol / assignor", width=150),
     "members": st.column_config.TextColumn("members", width=70),
     "topics": st.column_config.TextColumn("topics", width=130),
     "lag": st.column_config.TextColumn("lag (msg)", width=85,
@@ -56,7 +56,7 @@ COLUMN_CONFIG = {
     "trend": st.column_config.LineChartColumn("lag trend", y_min=0, width=90),
     "rate": st.column_config.TextColumn(
         "lag rate", width=100, help="How fast the total lag changes; negative: catching up"),
-    "catch_up": st.column_config.TextColumn("catch up", width=185,
+    "catch_up": st.column_config.TextColumn("catch up", width=150,
                                             help="Time to zero lag at the current rate"),
     "rebalances": st.column_config.TextColumn("rebalances 1 h", width=100),
     "rebalances_24h": st.column_config.TextColumn("24 h", width=50,

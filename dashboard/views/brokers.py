@@ -25,6 +25,7 @@ from backend.paths import data_dir
 from dashboard import live_model as lm
 from dashboard import presenter
 from dashboard.context import ViewContext
+from dashboard.controls import call_control, show_answer
 from dashboard.panels import LANE_CSS, broker_card_html, brokers_html
 from dashboard.pollers import Reading, broker_poller, observer_for
 from dashboard.presenter import Role
@@ -98,19 +99,18 @@ def _act(verb: str, broker_id: int) -> Callable[[ControlClient], object]:
 
 
 def _buttons(b: BrokerView, controls: BrokerControls, key: str) -> None:
-    from dashboard.controls import call_control
-
     off = b.broker_id not in controls.managed
     i = b.broker_id
-    c1, c2, c3 = st.columns(3)
-    if c1.button("Kill", key=f"{key}_kill_{i}", disabled=off or not b.up,
+    # a row that wraps, not three columns: a button is as wide as its word on any screen
+    row = st.container(horizontal=True, wrap=True, gap="small")
+    if row.button("Kill", key=f"{key}_kill_{i}", disabled=off or not b.up,
                  help="SIGKILL: the controller notices after the broker's session timeout, "
                       "then moves its leaders and shrinks the ISRs"):
         call_control(f"kill broker {i}", _act("kill", i))
-    if c2.button("Stop", key=f"{key}_stop_{i}", disabled=off or not b.up,
+    if row.button("Stop", key=f"{key}_stop_{i}", disabled=off or not b.up,
                  help="SIGTERM: a controlled shutdown moves its leaders away first"):
         call_control(f"stop broker {i}", _act("stop", i))
-    if c3.button("Start", key=f"{key}_start_{i}", disabled=off or b.up,
+    if row.button("Start", key=f"{key}_start_{i}", disabled=off or b.up,
                  help="start it again: it catches up, then rejoins the ISRs"):
         call_control(f"start broker {i}", _act("start", i))
 
@@ -136,7 +136,6 @@ def draw_brokers(brokers: Sequence[BrokerView], under: int, offline: int, scope:
                 with col:
                     st.html(broker_card_html(b))
                     _buttons(b, controls, key)
-    from dashboard.controls import show_answer
 
     show_answer("broker")
 

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from backend.netutil import wait_until
+from dashboard.groups_model import COLUMNS
 from tests.dashboard.browser import web_server
 from tests.dashboard.group import Member, create_topic
 from tests.observer.conftest import Members, SteadyProducer
@@ -96,9 +97,9 @@ def _check(page, url: str, names: dict[str, int], live_group: str, kip848: str, 
     rows = wait_until(listed_with_lag, 90, interval=0.5, what="our groups described")
     for group, committed in names.items():
         cells = rows[group]
-        lag = int(cells[6].replace(",", ""))  # lag (msg): at least the backlog left
+        lag = int(cells[COLUMNS.index("lag")].replace(",", ""))  # at least the backlog left
         assert lag >= PARTITIONS * (BACKLOG - committed), (group, cells)
-        assert "Empty" in cells and "0" == cells[4], cells
+        assert "Empty" in cells and "0" == cells[COLUMNS.index("members")], cells
     assert rows[live_group][4] == "1" and "Stable" in rows[live_group], rows[live_group]
     assert rows[live_group][3] == "classic / range", rows[live_group]
     assert rows[kip848][3] == "consumer / uniform" and rows[kip848][4] == "1", rows[kip848]
@@ -108,11 +109,12 @@ def _check(page, url: str, names: dict[str, int], live_group: str, kip848: str, 
     def stopped():
         got = {r[0]: r for r in grid_rows(page) if r and r[0] in names}
         return got if len(got) == len(names) and all(
-            r[9].endswith("msg/s") for r in got.values()) and any(
+            r[COLUMNS.index("rate")].endswith("msg/s") for r in got.values()) and any(
             "STOP" in r[1] for r in got.values()) else None
 
     rated = wait_until(stopped, 90, interval=0.5, what="rates and STOP after three cycles")
-    assert any(r[10].startswith("falling behind +") for r in rated.values()), rated
+    catch_up = COLUMNS.index("catch_up")
+    assert any(r[catch_up].startswith("falling behind +") for r in rated.values()), rated
     # health, worst first: the STOP rows lead the table
     first = grid_rows(page)[0]
     assert "STOP" in first[1], first

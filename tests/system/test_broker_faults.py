@@ -39,6 +39,7 @@ from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import STOP_WITHIN_S, abort_if_exited, spawn, terminate
+from dashboard.groups_model import COLUMNS
 from tests.conftest import stack_processes
 from tests.dashboard.browser import streamlit_healthy
 from tests.dashboard.test_groups_browser import grid_rows
@@ -338,7 +339,8 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                 box.press("Enter")
 
                 def types_on_page() -> set[str]:
-                    return {r[3].split(" /")[0] for r in grid_rows(page) if len(r) > 3}
+                    at = COLUMNS.index("protocol")
+                    return {r[at].split(" /")[0] for r in grid_rows(page) if len(r) > at}
 
                 wait_until(lambda: types_on_page() >= {"classic", "consumer", "share",
                                                        "streams"}, 90, interval=1.0,

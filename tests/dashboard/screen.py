@@ -1,0 +1,188 @@
+"""Judging a page's layout in a real browser: clipped labels, overlapping texts, sideways scroll.
+
+A picture looked at by eye catches "K." for "Kill" once; this measures every visible text box
+Chromium laid out, so a regression at any screen size fails a test. What counts:
+
+- the page scrolls sideways (the document wider than the window);
+- a label is cut: a button's, a widget label's, a lane's owner, a chip, a metric: its text is
+  wider than its box while the box hides the overflow (ellipsis, `overflow:hidden`), or the
+  text runs outside the box into what is beside it;
+- two texts overlap: the laid-out extents of two text runs (a Range over each element's own
+  text) intersect, where neither element contains the other;
+- a chip or a lane's owner wraps onto a second line ("car-" / "03");
+- a lane's text is smaller than the floor given (readable from the back of a room).
+
+Plotly's SVG, the data grid's canvas and hidden elements are not texts here: the grid scrolls
+inside itself by design, and Plotly lays its own labels out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Elements whose text is a label a person reads: checked for cuts and wraps.
+LABELS = ", ".join((
+    "button", "label", "[data-testid=stMetricValue]", "[data-testid=stMetricLabel]",
+    ".gs-chip", ".gs-lanes .own", ".gs-lanes .p", ".gs-lag em", ".gs-card .n", ".gs-card .s",
+    ".gs-broker .n", ".gs-broker .s", "[data-testid=stHeading]", "[role=tab]",
+))
+ONE_LINE = ".gs-chip, .gs-lanes .own, button"
+
+SCREEN_JS = """
+([labels, oneLine, laneFloorPx]) => {
+  const problems = [];
+  const ICON = '[data-testid=stIconMaterial]';
+  const SKIP = '[data-testid=stDataFrame], .js-plotly-plot, [role=tooltip], ' +
+               '[data-testid=stSidebar][aria-expanded=false]';
+  const doc = document.documentElement;
+  if (doc.scrollWidth > doc.clientWidth + 1) {
+    problems.push(`the page scrolls sideways: ${doc.scrollWidth} px wide in ${doc.clientWidth}`);
+  }
+  const visible = (el) => {
+    if (el.closest(SKIP)) return false;
+    const r = el.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1) return false;
+    if (r.right <= 0 || r.left >= innerWidth) return false;  // a sidebar slid off a phone
+    const s = getComputedStyle(el);
+    return s.visibility !== 'hidden' && s.display !== 'none' && Number(s.opacity) > 0.05;
+  };
+  const name = (el) => {
+    const key = el.closest('[class*="st-key-"]');
+    const k = key ? [...key.classList].find(c => c.startsWith('st-key-')) : '';
+    const t = (el.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 40);
+    const cls = typeof el.className === 'string' && el.className
+      ? '.' + el.className.split(' ')[0] : '';
+    return `${el.tagName.toLowerCase()}${cls}${k ? ' in ' + k : ''} "${t}"`;
+  };
+  const textRect = (el) => {
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    return range.getBoundingClientRect();
+  };
+  for (const el of document.querySelectorAll(labels)) {
+    if (!visible(el) || !(el.innerText || '').trim()) continue;
+    const s = getComputedStyle(el);
+    const hides = s.overflowX !== 'visible' || s.textOverflow === 'ellipsis';
+    // the innermost block that holds the text decides: a button's <p>, a label's <p>
+    for (const inner of [el, ...el.querySelectorAll('p, span, div')]) {
+      if (!visible(inner) || !(inner.innerText || '').trim()) continue;
+      const is = getComputedStyle(inner);
+      const innerHides = hides || is.overflowX !== 'visible' || is.textOverflow === 'ellipsis';
+      if (innerHides && inner.scrollWidth > inner.clientWidth + 1 && inner.clientWidth > 0) {
+        problems.push(`cut: ${name(el)} needs ${inner.scrollWidth} px, has ${inner.clientWidth}`);
+        break;
+      }
+    }
+    const box = el.getBoundingClientRect();
+    const text = textRect(el);
+    if (text.width > 0 && (text.right > box.right + 2 || text.left < box.left - 2)) {
+      const at = (a, b) => `${Math.round(a)}-${Math.round(b)}`;
+      problems.push(`runs out: ${name(el)} text ${at(text.left, text.right)} ` +
+                    `in box ${at(box.left, box.right)}`);
+    }
+  }
+  for (const el of document.querySelectorAll(oneLine)) {
+    if (!visible(el) || !(el.innerText || '').trim()) continue;
+    // lines: the text runs' vertical centres, told apart by more than half the type's size
+    // (an icon beside a button's label sits a few pixels off its baseline, on one line)
+    const half = parseFloat(getComputedStyle(el).fontSize) * 0.5;
+    const centres = textRectsOf(el).map(r => (r.top + r.bottom) / 2).sort((a, b) => a - b);
+    const lines = centres.filter((c, i) => i === 0 || c - centres[i - 1] > half).length;
+    if (lines > 1) problems.push(`wraps: ${name(el)}`);
+  }
+  function textRectsOf(el) {  // the element's own words, material icons left out
+    const rects = [];
+    const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (!n.textContent.trim() || n.parentElement.closest(ICON)) continue;
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      rects.push(...[...range.getClientRects()].filter(r => r.width > 1 && r.height > 1));
+    }
+    return rects;
+  }
+  if (laneFloorPx > 0) {
+    const lane = '.gs-lanes .own, .gs-lanes .p, .gs-lanes .chips .gs-chip';
+    for (const el of document.querySelectorAll(lane)) {
+      if (!visible(el)) continue;
+      const px = parseFloat(getComputedStyle(el).fontSize);
+      if (px < laneFloorPx - 0.01) {
+        problems.push(`small: ${name(el)} ${px} px, ${laneFloorPx} px at least`);
+        break;
+      }
+    }
+  }
+  // two texts overlapping: elements holding text of their own, not nested in each other
+  const leaves = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const seen = new Set();
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (!n.textContent.trim()) continue;
+    const el = n.parentElement;
+    if (!el || seen.has(el) || !visible(el) || !(el.innerText || '').trim()) continue;
+    if (el.closest(ICON)) continue;
+    if (el.closest('svg, script, style, [data-testid=stToolbar], header')) continue;
+    seen.add(el);
+    const range = document.createRange();
+    range.selectNodeContents(n);
+    for (const r of range.getClientRects()) {
+      if (r.width > 1 && r.height > 1) leaves.push([el, r]);
+    }
+  }
+  const clip = (el, r) => {  // the part of a text run its scrolled or clipped ancestors show
+    let [l, t, rt, b] = [r.left, r.top, r.right, r.bottom];
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      const s = getComputedStyle(a);
+      if (s.overflowX !== 'visible' || s.overflowY !== 'visible') {
+        const ar = a.getBoundingClientRect();
+        l = Math.max(l, ar.left); rt = Math.min(rt, ar.right);
+        t = Math.max(t, ar.top); b = Math.min(b, ar.bottom);
+      }
+    }
+    return [l, t, rt, b];
+  };
+  const boxes = leaves.map(([el, r]) => [el, clip(el, r)])
+    .filter(([, b]) => b[2] - b[0] > 1 && b[3] - b[1] > 1);
+  const reported = new Set();
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [a, ra] = boxes[i], [b, rb] = boxes[j];
+      if (a === b || a.contains(b) || b.contains(a)) continue;
+      const w = Math.min(ra[2], rb[2]) - Math.max(ra[0], rb[0]);
+      const h = Math.min(ra[3], rb[3]) - Math.max(ra[1], rb[1]);
+      if (w > 2 && h > 2) {
+        const key = name(a) + '|' + name(b);
+        if (reported.has(key)) continue;
+        reported.add(key);
+        problems.push(`overlap: ${name(a)} and ${name(b)} (${Math.round(w)}x${Math.round(h)} px)`);
+      }
+    }
+  }
+  return problems;
+}
+"""
+
+# The sizes a stage is seen at: a projector, a laptop, a full-HD screen, a participant's phone.
+SIZES: tuple[tuple[int, int], ...] = ((1280, 720), (1366, 768), (1920, 1080), (390, 844))
+LANE_FLOOR_PX = 14.0  # a lane's text at 1280×720 and up, read from the back of a room
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one page at one size showed wrong (nothing: it passes)."""
+
+    page: str
+    size: tuple[int, int]
+    problems: tuple[str, ...]
+
+    def __str__(self) -> str:
+        head = f"{self.page} at {self.size[0]}x{self.size[1]}"
+        return head + ("" if not self.problems else ":\n  " + "\n  ".join(self.problems))
+
+
+def judge(page: Any, label: str, size: tuple[int, int]) -> Verdict:
+    """Measure the page as laid out now (the caller has sized and settled it)."""
+    floor = LANE_FLOOR_PX if size[0] >= 1280 else 0.0
+    problems = page.evaluate(SCREEN_JS, [LABELS, ONE_LINE, floor])
+    return Verdict(label, size, tuple(problems))

@@ -1,0 +1,79 @@
+"""Every page of the stage at the sizes it is seen at: nothing cut, nothing overlapping.
+
+A real stack (the supervisor with PySpark replicas on the session's broker and Spark, the
+dashboard served by `groupscope web`) in Chromium, as the presenter sees it: each page is
+opened once it has something to show, then laid out at a projector's 1280×720, a laptop's
+1366×768, full HD and a participant's phone (390×844), and measured (tests/dashboard/screen.py:
+a cut label, two texts overlapping, the page scrolling sideways, a chip or an owner wrapping,
+a lane's text under 14 px). A problem counts only when two measurements a second apart both
+show it: a live panel redrawn between them is not a layout fault. The screenshots judged are
+saved in test-artifacts/screens/.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.netutil import wait_until
+from tests.dashboard.browser import supervisor, web_server
+from tests.dashboard.screen import SIZES, Verdict, judge
+
+# `slow`: a minute and more of page loads and layouts, most of it waiting on the browser
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+# (address, what shows the page has drawn what it is about)
+PAGES: tuple[tuple[str, str], ...] = (
+    ("", ".gs-lanes .own"),  # Live, the default page
+    ("queues", "h1"),
+    ("groups", ".st-key-groups_name input"),
+    ("streams", "h1"),
+    ("timeline", "h1"),
+    ("watch", "h1"),
+    ("status", "h1"),
+)
+SETTLE_S = 1.0  # after a resize: Plotly redraws its charts on a debounce
+
+
+def _judged(page, label: str, size: tuple[int, int], shots: Path) -> Verdict:
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    time.sleep(SETTLE_S)  # a layout settles; nothing to wait on but time
+    first = judge(page, label, size)
+    if first.problems:
+        time.sleep(SETTLE_S)
+        again = judge(page, label, size)
+        first = Verdict(label, size, tuple(p for p in first.problems if p in again.problems))
+    name = label.replace("/", "_") or "live"
+    page.screenshot(path=str(shots / f"{name}-{size[0]}x{size[1]}.png"), full_page=True)
+    return first
+
+
+def test_every_page_fits_every_screen(broker, spark_remote, chromium, stack, unique,
+                                      artifacts_dir, tmp_path) -> None:
+    group, topic = f"gs-{unique}", f"telemetry-{unique}"
+    env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
+           "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
+           "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}
+    data = tmp_path / "data"
+    data.mkdir()
+    shots = artifacts_dir / "screens"
+    shots.mkdir(exist_ok=True)
+    verdicts: list[Verdict] = []
+    with supervisor(env, ["--group", group, "--topic", topic, "--partitions", "6",
+                          "--replicas", "3", "--streams", "12", "--rate", "50"],
+                    tmp_path / "backend.log", data), \
+            web_server({**env, "GROUPSCOPE_DATA": str(data)}, tmp_path / "web.log") as url, \
+            chromium(viewport=SIZES[0]) as page:
+        for path, ready in PAGES:
+            page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
+            page.goto(f"{url}/{path}")
+            page.locator(ready).first.wait_for(timeout=120_000)
+            if path == "":  # the lanes owned: what the stage is about
+                wait_until(lambda: page.locator(".gs-lanes .own").count() >= 6, 120,
+                           interval=0.5, what="six lanes on the Live page")
+            for size in SIZES:
+                verdicts.append(_judged(page, path or "live", size, shots))
+    failed = [v for v in verdicts if v.problems]
+    assert not failed, "\n".join(str(v) for v in failed)
