@@ -44,6 +44,10 @@ LANE_CSS = """
             grid-template-columns: 3.2rem minmax(4.5rem, 9rem) minmax(4.5rem, 1fr)
                                    minmax(5.5rem, 11rem); }
 .gs-lanes > div { min-width:0; }
+@media (max-width: 640px) {  /* a phone: the owner before the chips, the lag figures narrow */
+  .gs-lanes, .gs-lanes.gs-kafka { gap:0.25rem 0.4rem;
+    grid-template-columns: minmax(2.4rem, auto) minmax(5.5rem, 1fr) minmax(4.5rem, 1fr) 5rem; }
+}
 .gs-lanes .p { font-weight:800; font-size:1.1rem; border-radius:0.4rem; text-align:center; }
 .gs-lanes.gs-kafka { grid-template-columns: minmax(3.2rem, 8.2rem) minmax(4.5rem, 9rem)
                                              minmax(4.5rem, 1fr) minmax(5.5rem, 11rem); }

@@ -84,23 +84,26 @@ SCREEN_JS = """
   }
   for (const el of document.querySelectorAll(oneLine)) {
     if (!visible(el) || !(el.innerText || '').trim()) continue;
-    // lines: the text runs' vertical centres, told apart by more than half the type's size
-    // (an icon beside a button's label sits a few pixels off its baseline, on one line)
+    // a wrap is one run of text broken over lines ("car-" / "03"); two blocks on two lines
+    // (an owner and, under it, "from ada") are a layout, not a wrap. Lines are told apart by
+    // more than half the type's size: an icon beside a label sits a few pixels off its line.
     const half = parseFloat(getComputedStyle(el).fontSize) * 0.5;
-    const centres = textRectsOf(el).map(r => (r.top + r.bottom) / 2).sort((a, b) => a - b);
-    const lines = centres.filter((c, i) => i === 0 || c - centres[i - 1] > half).length;
-    if (lines > 1) problems.push(`wraps: ${name(el)}`);
+    const broken = textRunsOf(el).some(rects => {
+      const centres = rects.map(r => (r.top + r.bottom) / 2).sort((a, b) => a - b);
+      return centres.filter((c, i) => i === 0 || c - centres[i - 1] > half).length > 1;
+    });
+    if (broken) problems.push(`wraps: ${name(el)}`);
   }
-  function textRectsOf(el) {  // the element's own words, material icons left out
-    const rects = [];
+  function textRunsOf(el) {  // per text node, its laid-out boxes; material icons left out
+    const runs = [];
     const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
     for (let n = walk.nextNode(); n; n = walk.nextNode()) {
       if (!n.textContent.trim() || n.parentElement.closest(ICON)) continue;
       const range = document.createRange();
       range.selectNodeContents(n);
-      rects.push(...[...range.getClientRects()].filter(r => r.width > 1 && r.height > 1));
+      runs.push([...range.getClientRects()].filter(r => r.width > 1 && r.height > 1));
     }
-    return rects;
+    return runs;
   }
   if (laneFloorPx > 0) {
     const lane = '.gs-lanes .own, .gs-lanes .p, .gs-lanes .chips .gs-chip';

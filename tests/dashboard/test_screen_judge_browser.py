@@ -56,7 +56,8 @@ def test_the_judge_names_each_fault(chromium, fault: str) -> None:
 def test_a_clean_page_has_no_problems(chromium) -> None:
     html = ('<button>Kill</button> <button>Start</button><label>protocol / assignor</label>'
             '<div class="gs-lanes"><span class="own">bruno</span> '
-            '<span class="gs-chip">car-03</span></div>')
+            '<span class="gs-chip">car-03</span> '  # a handover's owner: two blocks, no wrap
+            '<span class="own">chloe<span style="display:block">from ada</span></span></div>')
     with chromium(viewport=(1280, 720)) as page:
         page.set_content(STYLE + html)
         assert judge(page, "clean", (1280, 720)).problems == ()
