@@ -44,10 +44,6 @@ LANE_CSS = """
             grid-template-columns: 3.2rem minmax(4.5rem, 9rem) minmax(4.5rem, 1fr)
                                    minmax(5.5rem, 11rem); }
 .gs-lanes > div { min-width:0; }
-@media (max-width: 640px) {  /* a phone: the owner before the chips, the lag figures narrow */
-  .gs-lanes, .gs-lanes.gs-kafka { gap:0.25rem 0.4rem;
-    grid-template-columns: minmax(2.4rem, auto) minmax(5.5rem, 1fr) minmax(4.5rem, 1fr) 5rem; }
-}
 .gs-lanes .p { font-weight:800; font-size:1.1rem; border-radius:0.4rem; text-align:center; }
 .gs-lanes.gs-kafka { grid-template-columns: minmax(3.2rem, 8.2rem) minmax(4.5rem, 9rem)
                                              minmax(4.5rem, 1fr) minmax(5.5rem, 11rem); }
@@ -96,6 +92,12 @@ LANE_CSS = """
 .gs-broker .d { font-size:0.9rem; }
 .gs-broker.down { background:rgba(153,27,27,0.12); }
 .gs-broker.down .n { text-decoration:line-through; }
+@media (max-width: 640px) {  /* a phone: partition, owner and lag, the streams under them */
+  .gs-lanes, .gs-lanes.gs-kafka { gap:0.25rem 0.4rem; grid-auto-flow:row dense;
+    grid-template-columns: minmax(2.4rem, auto) minmax(5.5rem, 1fr) 6rem; }
+  .gs-lanes .chips { grid-column: 1 / -1; }
+  .gs-lanes > div:nth-child(3) { display:none; }  /* the "streams" heading */
+}
 </style>
 """.replace("HANDOVER", HANDOVER_OUTLINE).replace("DARK_TEXT", PARTICIPANT_TEXT).replace(
     "KAFKA_UNDER", UNDER_REPLICATED_FILL).replace("KAFKA_OFFLINE", OFFLINE_FILL)

@@ -18,7 +18,10 @@ inside itself by design, and Plotly lays its own labels out.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # Elements whose text is a label a person reads: checked for cuts and wraps.
@@ -189,3 +192,35 @@ def judge(page: Any, label: str, size: tuple[int, int]) -> Verdict:
     floor = LANE_FLOOR_PX if size[0] >= 1280 else 0.0
     problems = page.evaluate(SCREEN_JS, [LABELS, ONE_LINE, floor])
     return Verdict(label, size, tuple(problems))
+
+
+SETTLE_S = 1.0  # after a resize: Plotly redraws its charts on a debounce
+
+
+def judged(page: Any, label: str, size: tuple[int, int], shots: Path) -> Verdict:
+    """`page` laid out at `size`, measured, photographed into `shots`. A problem counts only
+    when a second measurement a moment later shows it too: a live panel redrawn between the
+    two is not a layout fault."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    time.sleep(SETTLE_S)  # a layout settles; there is nothing to wait on but time
+    first = judge(page, label, size)
+    if first.problems:
+        time.sleep(SETTLE_S)
+        again = judge(page, label, size)
+        first = Verdict(label, size, tuple(p for p in first.problems if p in again.problems))
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"{label}-{size[0]}x{size[1]}.png"), full_page=True)
+    return first
+
+
+def assert_fits(page: Any, label: str, shots: Path,
+                sizes: Sequence[tuple[int, int]] = SIZES) -> None:
+    """Fail naming every problem of `page` at any of `sizes`; the viewport is left as it
+    was found."""
+    before = page.viewport_size
+    try:
+        failed = [v for v in (judged(page, label, size, shots) for size in sizes) if v.problems]
+    finally:
+        if before:
+            page.set_viewport_size(before)
+    assert not failed, "\n".join(str(v) for v in failed)

@@ -17,6 +17,7 @@ from backend.kafka.javaadmin.reader import KafkaReader
 from backend.netutil import wait_until
 from tests.dashboard.browser import button
 from tests.dashboard.group import Member, create_topic
+from tests.dashboard.screen import assert_fits
 from tests.dashboard.test_groups_browser import watch_server
 from tests.observer.seed import seed_groups
 
@@ -71,6 +72,7 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
                                                     for p in range(PARTITIONS)}
                 page.screenshot(path=str(artifacts_dir / "offsets-preview.png"),
                                 full_page=True)
+                assert_fits(page, "offsets", artifacts_dir / "screens")  # its plan shown
                 apply = page.locator(".st-key-off_apply button")
                 assert apply.is_disabled()  # the name not typed yet
                 _fill(page, "off_confirm", idle)

@@ -12,14 +12,11 @@ saved in test-artifacts/screens/.
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pytest
 
 from backend.netutil import wait_until
 from tests.dashboard.browser import supervisor, web_server
-from tests.dashboard.screen import SIZES, Verdict, judge
+from tests.dashboard.screen import SIZES, Verdict, judged
 
 # `slow`: a minute and more of page loads and layouts, most of it waiting on the browser
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -34,22 +31,6 @@ PAGES: tuple[tuple[str, str], ...] = (
     ("watch", "h1"),
     ("status", "h1"),
 )
-SETTLE_S = 1.0  # after a resize: Plotly redraws its charts on a debounce
-
-
-def _judged(page, label: str, size: tuple[int, int], shots: Path) -> Verdict:
-    page.set_viewport_size({"width": size[0], "height": size[1]})
-    time.sleep(SETTLE_S)  # a layout settles; nothing to wait on but time
-    first = judge(page, label, size)
-    if first.problems:
-        time.sleep(SETTLE_S)
-        again = judge(page, label, size)
-        first = Verdict(label, size, tuple(p for p in first.problems if p in again.problems))
-    name = label.replace("/", "_") or "live"
-    page.screenshot(path=str(shots / f"{name}-{size[0]}x{size[1]}.png"), full_page=True)
-    return first
-
-
 def test_every_page_fits_every_screen(broker, spark_remote, chromium, stack, unique,
                                       artifacts_dir, tmp_path) -> None:
     group, topic = f"gs-{unique}", f"telemetry-{unique}"
@@ -59,7 +40,6 @@ def test_every_page_fits_every_screen(broker, spark_remote, chromium, stack, uni
     data = tmp_path / "data"
     data.mkdir()
     shots = artifacts_dir / "screens"
-    shots.mkdir(exist_ok=True)
     verdicts: list[Verdict] = []
     with supervisor(env, ["--group", group, "--topic", topic, "--partitions", "6",
                           "--replicas", "3", "--streams", "12", "--rate", "50"],
@@ -74,6 +54,6 @@ def test_every_page_fits_every_screen(broker, spark_remote, chromium, stack, uni
                 wait_until(lambda: page.locator(".gs-lanes .own").count() >= 6, 120,
                            interval=0.5, what="six lanes on the Live page")
             for size in SIZES:
-                verdicts.append(_judged(page, path or "live", size, shots))
+                verdicts.append(judged(page, path or "live", size, shots))
     failed = [v for v in verdicts if v.problems]
     assert not failed, "\n".join(str(v) for v in failed)

@@ -22,6 +22,7 @@ from backend.proc import spawn
 from backend.supervisor.client import ControlClient
 from dashboard import leaderboard_model as lb
 from dashboard import room_model as rm
+from tests.dashboard.screen import SIZES, assert_fits
 from tests.system.room.netns import Laptop
 
 REPO = Path(__file__).resolve().parents[3]
@@ -129,6 +130,9 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
                 page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
                 kill_buttons = page.get_by_role("button", name="Kill").count()
                 assert (kill_buttons > 0) == (name == "room-presenter-live"), name
+                # the presenter's projector and laptop; a participant's laptop and phone
+                assert_fits(page, name, artifacts_dir / "screens",
+                            SIZES[:3] if name == "room-presenter-live" else SIZES[1::2])
             if name == "room-laptop-live":
                 continue
             with opener(viewport=(1600, 1000)) as page:  # the leaderboard, on screen
@@ -138,6 +142,7 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
                 heading.scroll_into_view_if_needed()
                 page.get_by_text("laptop-spark").last.wait_for(timeout=30_000)
                 page.screenshot(path=str(artifacts_dir / "room-leaderboard.png"))
+                assert_fits(page, "room-leaderboard", artifacts_dir / "screens", SIZES[:1])
     finally:
         if observer is not None:
             observer.stop()
