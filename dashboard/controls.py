@@ -149,8 +149,8 @@ def _projector_switch() -> None:
     """The projector theme for this browser session. The widget's own state is dropped on
     pages that do not draw it, so the choice is kept under a key of its own, which app.py
     reads on every page."""
-    def keep() -> None:
-        st.session_state[PROJECTOR_KEY] = st.session_state["gs_projector_switch"]
+    def keep() -> None:  # a forged or replayed message can call this with no such widget
+        st.session_state[PROJECTOR_KEY] = bool(st.session_state.get("gs_projector_switch"))
 
     st.toggle("Projector theme", value=bool(st.session_state.get(PROJECTOR_KEY)),
               key="gs_projector_switch", on_change=keep,

@@ -7,7 +7,9 @@ Run as a subprocess so a test can SIGKILL it like a crashed replica:
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 
 from confluent_kafka import Consumer
 
@@ -32,11 +34,17 @@ def main() -> int:
         conf["partition.assignment.strategy"] = assignor or "range"
     elif assignor:
         conf["group.remote.assignor"] = assignor
+    # SIGINT or SIGTERM ends the loop between two polls, never inside one: an exception
+    # raised in the middle of librdkafka's rebalance handling has left close() waiting
+    # minutes for a rebalance that no longer finishes
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
     consumer = Consumer(conf)
     consumer.subscribe([topic])
     print("subscribed", flush=True)
     try:
-        while True:
+        while not stopping.is_set():
             consumer.poll(0.2)
     finally:
         consumer.close()
