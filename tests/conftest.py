@@ -297,10 +297,11 @@ def spark_cluster_factory(monkeypatch: pytest.MonkeyPatch) -> Iterator[SparkClus
                 os.kill(proc.pid, signal.SIGKILL)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def chromium() -> Callable[..., AbstractContextManager[Any]]:
     """`chromium()` opens a headless Chromium page (tests/dashboard/browser.py). Asked for as
-    a fixture rather than imported, so collection sees that the test drives a browser."""
+    a fixture rather than imported, so collection sees that the test drives a browser; of the
+    session's scope (it holds nothing) so a module's fixture can share one page."""
     from tests.dashboard.browser import chromium_page
 
     return chromium_page

@@ -7,6 +7,8 @@ import json
 import re
 import time
 
+import pytest
+
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
 from tests.dashboard.browser import button as _button
@@ -14,6 +16,10 @@ from tests.dashboard.browser import choose as _choose
 from tests.dashboard.browser import lanes, supervisor, web_server
 
 SESSION_TIMEOUT_S = 6.0  # the replicas' session.timeout.ms
+
+# `slow`: a minute of waiting on a kill's session timeout and two rebalances; the main lane
+# is the suite's long pole (bench/README.md, "The test suite's time")
+pytestmark = pytest.mark.slow
 
 
 def _stable_owners(page, expect_owners: int) -> list[dict] | None:

@@ -6,6 +6,9 @@ to: each fault below is laid out on its own and must be named, and a clean page 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import pytest
 
 from tests.dashboard.screen import judge
@@ -44,20 +47,25 @@ FAULTS = {
 }
 
 
+@pytest.fixture(scope="module")
+def page(chromium: Callable[..., Any]) -> Iterator[Any]:
+    """One Chromium for every case here: each sets the page's whole content anew."""
+    with chromium(viewport=(1280, 720)) as opened:
+        yield opened
+
+
 @pytest.mark.parametrize("fault", FAULTS)
-def test_the_judge_names_each_fault(chromium, fault: str) -> None:
+def test_the_judge_names_each_fault(page: Any, fault: str) -> None:
     html, expected = FAULTS[fault]
-    with chromium(viewport=(1280, 720)) as page:
-        page.set_content(STYLE + html)
-        problems = judge(page, fault, (1280, 720)).problems
+    page.set_content(STYLE + html)
+    problems = judge(page, fault, (1280, 720)).problems
     assert any(expected in p for p in problems), problems
 
 
-def test_a_clean_page_has_no_problems(chromium) -> None:
+def test_a_clean_page_has_no_problems(page: Any) -> None:
     html = ('<button>Kill</button> <button>Start</button><label>protocol / assignor</label>'
             '<div class="gs-lanes"><span class="own">bruno</span> '
             '<span class="gs-chip">car-03</span> '  # a handover's owner: two blocks, no wrap
             '<span class="own">chloe<span style="display:block">from ada</span></span></div>')
-    with chromium(viewport=(1280, 720)) as page:
-        page.set_content(STYLE + html)
-        assert judge(page, "clean", (1280, 720)).problems == ()
+    page.set_content(STYLE + html)
+    assert judge(page, "clean", (1280, 720)).problems == ()
