@@ -5,9 +5,10 @@ whatever the test happened to set up (a pytest temporary path, "No supervisor" i
 whose test ran no supervisor). This one starts what a user starts -- `groupscope up
 --brokers 3`, on free ports, in a temporary data directory (never the user's `.groupscope`)
 -- acts on it through the control API that `groupscope ctl` uses, and photographs each page
-in headless Chromium (Playwright driving Debian's chromium, as the browser tests do) at one
-fixed viewport, once the page shows what its picture is about. Written, under the names the
-README uses, into assets/screenshots/:
+in headless Chromium (Playwright driving Debian's chromium, as the browser tests do) once the
+page shows what its picture is about: at a projector's 1280x720 under the names the README
+and the guides use, and again at full HD as NAME-1920x1080.png. Written into
+assets/screenshots/:
 
   status.png             Status, from the top: Kafka (three brokers) and Spark reachable;
                          taken once the brokers view below also says three up and none
@@ -64,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -92,7 +94,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 OUT = REPO / "assets" / "screenshots"
-VIEWPORT = (1400, 900)
+VIEWPORT = (1280, 720)  # a workshop projector: the pictures the README and guides show
+ALSO_AT = ((1920, 1080),)  # each picture again at these sizes, as NAME-WxH.png
+SETTLE_S = 1.0  # after a resize: Plotly redraws its charts on a debounce
 BROKERS = 3  # the Status page's brokers view needs more than one; three make a quorum
 REPLICAS = 3  # what `groupscope backend` starts by default (its --replicas)
 SHARE_GROUP = "dispatch"  # made by this script on the telemetry topic
@@ -345,6 +349,7 @@ class Camera:
     page: Page
     stack: Stack
     out: Path
+    also_at: tuple[tuple[int, int], ...] = ALSO_AT
 
     def until(self, picture: str, check: Callable[[], T | None], timeout: float,
               what: str) -> T:
@@ -372,6 +377,14 @@ class Camera:
                 return
         raise NotShown(f"{picture}: the dashboard at {url} drew nothing in three loads")
 
+    def _write(self, picture: str) -> None:
+        partial = self.out / f".{picture}.partial.png"
+        try:
+            self.page.screenshot(path=str(partial), animations="disabled")
+            os.replace(partial, self.out / picture)
+        finally:
+            partial.unlink(missing_ok=True)
+
     def text(self, selector: str) -> str:
         return str(self.page.evaluate(TEXT_JS, selector))
 
@@ -394,12 +407,16 @@ class Camera:
             raise NotShown(f"{picture}: the page shows the temporary directory "
                            f"{self.stack.root}; not written")
         self.out.mkdir(parents=True, exist_ok=True)
-        partial = self.out / f".{picture}.partial.png"
-        try:
-            self.page.screenshot(path=str(partial), animations="disabled")
-            os.replace(partial, self.out / picture)
-        finally:
-            partial.unlink(missing_ok=True)
+        self._write(picture)
+        main = self.page.viewport_size
+        if main and self.also_at:
+            try:
+                for width, height in self.also_at:
+                    self.page.set_viewport_size({"width": width, "height": height})
+                    time.sleep(SETTLE_S)  # a layout settles; nothing to wait on but time
+                    self._write(picture.replace(".png", f"-{width}x{height}.png"))
+            finally:
+                self.page.set_viewport_size(main)
         shown = self.out / picture
         with contextlib.suppress(ValueError):
             shown = shown.relative_to(Path.cwd())
