@@ -85,6 +85,7 @@ from backend.kafka.settings import KafkaSettings  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.proc import STOP_WITHIN_S, reap, send, spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
+from dashboard.groups_model import COLUMNS  # noqa: E402
 from tests.dashboard.browser import CHROMIUM, chromium_page, lanes  # noqa: E402
 
 if TYPE_CHECKING:
@@ -474,15 +475,19 @@ def groups_shots(cam: Camera) -> None:
         def rows() -> dict[str, list[str]]:
             return {r[0]: r for r in cam.page.evaluate(GRID_ROWS_JS) or [] if r}
 
+        protocol, members, rate = (COLUMNS.index(c) for c in ("protocol", "members", "rate"))
+
         def listed() -> dict[str, list[str]] | None:
             seen = rows()
-            if not all(g in seen and len(seen[g]) > 9 for g in ours):
+            if not all(g in seen and len(seen[g]) > members for g in ours):
                 return None
             share, own = seen[SHARE_GROUP], seen[DEFAULT_GROUP]
             described = all("…" not in cell for g in ours for cell in seen[g][1:9])
-            return seen if (described and share[3].startswith("share")
-                            and share[4] == str(len(SHARE_MEMBERS))
-                            and own[9].endswith("msg/s")) else None
+            # the grid draws only the columns in view: the rate, when it is, has its figure
+            rated = len(own) <= rate or own[rate].endswith("msg/s")
+            return seen if (described and share[protocol].startswith("share")
+                            and share[members] == str(len(SHARE_MEMBERS))
+                            and rated) else None
 
         cam.until(picture, listed, PAGE_S,
                   f"{DEFAULT_GROUP} (with its lag rate) and the share group {SHARE_GROUP} "
