@@ -92,7 +92,15 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             _shot(page, artifacts_dir, "streams-beside-a-share-group")
 
             # the presenter's replay: a preview per partition and per car, then applied
-            page.locator(".st-key-replay summary").first.click()
+            def replay_open() -> bool:
+                """The replay's expander open, its Preview drawn. At load 30 the click on its
+                summary has been lost in a fragment's rerun: clicked again after 8 s."""
+                if button(page, "rp_preview").is_visible():
+                    return True
+                page.locator(".st-key-replay summary").first.click()
+                return False
+
+            wait_until(replay_open, 90, interval=8.0, what="the replay's Preview drawn")
             tables = page.locator(".st-key-replay [data-testid='stDataFrame']")
             press_until(page, "rp_preview", lambda: tables.count() == 2  # per partition, car
                         and "records, skips" in _text(page, "replay"), 60,
