@@ -28,9 +28,9 @@ def main() -> int:
         "auto.commit.interval.ms": 200,
         **extra,
     }
-    if protocol == "classic":
-        conf["session.timeout.ms"] = 6000
-        conf["heartbeat.interval.ms"] = 500
+    if protocol == "classic":  # a test's PROPS_JSON may ask for another session
+        conf.setdefault("session.timeout.ms", 6000)
+        conf.setdefault("heartbeat.interval.ms", 500)
         conf["partition.assignment.strategy"] = assignor or "range"
     elif assignor:
         conf["group.remote.assignor"] = assignor
