@@ -32,6 +32,14 @@ def streamlit_healthy(url: str) -> bool:
         return False
 
 
+def stack_env(broker_port: int, spark_remote: str, group: str, topic: str) -> dict[str, str]:
+    """The environment of a supervisor and dashboard on the session's broker and Spark, for
+    one group and topic: no external cluster named, whatever this shell has set."""
+    return {"GROUPSCOPE_KAFKA_PORT": str(broker_port), "SPARK_REMOTE": spark_remote,
+            "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
+            "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}
+
+
 @contextmanager
 def web_server(env: dict[str, str], log_path: Path,
                command: tuple[str, ...] = ("web",), inherit: bool = True) -> Iterator[str]:

@@ -13,7 +13,7 @@ from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
 from tests.dashboard.browser import button as _button
 from tests.dashboard.browser import choose as _choose
-from tests.dashboard.browser import lanes, supervisor, web_server
+from tests.dashboard.browser import lanes, stack_env, supervisor, web_server
 
 SESSION_TIMEOUT_S = 6.0  # the replicas' session.timeout.ms
 
@@ -38,9 +38,7 @@ def _shot(page, artifacts_dir, name: str) -> None:
 def test_kill_from_the_page_moves_lanes_and_scaling_past_partitions_warns(
         broker, spark_remote, chromium, stack, unique, artifacts_dir, tmp_path):
     group, topic = f"gs-{unique}", f"telemetry-{unique}"
-    env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
-           "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
-           "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}
+    env = stack_env(broker.port, spark_remote, group, topic)
     data = tmp_path / "data"
     data.mkdir()
     timings: dict[str, float] = {}

@@ -11,7 +11,7 @@ import pytest
 
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
-from tests.dashboard.browser import button, choose, press_until, supervisor, web_server
+from tests.dashboard.browser import button, choose, press_until, stack_env, supervisor, web_server
 
 TABLE_JS = """
 key => {
@@ -34,9 +34,7 @@ def _shot(page, artifacts_dir, name: str) -> None:
 def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
         broker, spark_remote, chromium, stack, unique, artifacts_dir, tmp_path):
     group, topic, share = f"gs-{unique}", f"telemetry-{unique}", f"queue-{unique}"
-    env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
-           "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
-           "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}
+    env = stack_env(broker.port, spark_remote, group, topic)
     data = tmp_path / "data"
     data.mkdir()
     with supervisor(env, ["--group", group, "--topic", topic, "--partitions", "2",

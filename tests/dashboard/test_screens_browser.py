@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from backend.netutil import wait_until
-from tests.dashboard.browser import supervisor, web_server
+from tests.dashboard.browser import stack_env, supervisor, web_server
 from tests.dashboard.screen import SIZES, Verdict, judged
 
 # `slow`: a minute and more of page loads and layouts, most of it waiting on the browser
@@ -34,9 +34,7 @@ PAGES: tuple[tuple[str, str], ...] = (
 def test_every_page_fits_every_screen(broker, spark_remote, chromium, stack, unique,
                                       artifacts_dir, tmp_path) -> None:
     group, topic = f"gs-{unique}", f"telemetry-{unique}"
-    env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
-           "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": "",
-           "GROUPSCOPE_GROUP": group, "GROUPSCOPE_TOPIC": topic}
+    env = stack_env(broker.port, spark_remote, group, topic)
     data = tmp_path / "data"
     data.mkdir()
     shots = artifacts_dir / "screens"
