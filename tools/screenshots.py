@@ -65,7 +65,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -87,6 +86,7 @@ from backend.proc import STOP_WITHIN_S, reap, send, spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
 from dashboard.groups_model import COLUMNS  # noqa: E402
 from tests.dashboard.browser import CHROMIUM, chromium_page, lanes  # noqa: E402
+from tests.dashboard.screen import settle  # noqa: E402
 
 if TYPE_CHECKING:
     from confluent_kafka import ShareConsumer
@@ -97,7 +97,6 @@ T = TypeVar("T")
 OUT = REPO / "assets" / "screenshots"
 VIEWPORT = (1280, 720)  # a workshop projector: the pictures the README and guides show
 ALSO_AT = ((1920, 1080),)  # each picture again at these sizes, as NAME-WxH.png
-SETTLE_S = 1.0  # after a resize: Plotly redraws its charts on a debounce
 BROKERS = 3  # the Status page's brokers view needs more than one; three make a quorum
 REPLICAS = 3  # what `groupscope backend` starts by default (its --replicas)
 SHARE_GROUP = "dispatch"  # made by this script on the telemetry topic
@@ -414,7 +413,7 @@ class Camera:
             try:
                 for width, height in self.also_at:
                     self.page.set_viewport_size({"width": width, "height": height})
-                    time.sleep(SETTLE_S)  # a layout settles; nothing to wait on but time
+                    settle(self.page)
                     self._write(picture.replace(".png", f"-{width}x{height}.png"))
             finally:
                 self.page.set_viewport_size(main)

@@ -18,11 +18,13 @@ inside itself by design, and Plotly lays its own labels out.
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from backend.netutil import wait_until
 
 # Elements whose text is a label a person reads: checked for cuts and wraps.
 LABELS = ", ".join((
@@ -194,18 +196,39 @@ def judge(page: Any, label: str, size: tuple[int, int]) -> Verdict:
     return Verdict(label, size, tuple(problems))
 
 
-SETTLE_S = 1.0  # after a resize: Plotly redraws its charts on a debounce
+# What a resize changes and settles: the main area's size, each chart's and lane grid's box
+# (Plotly redraws on a debounce), and whether Streamlit still marks elements stale.
+LAYOUT_JS = """
+() => [...document.querySelectorAll('[data-testid=stMain], .js-plotly-plot, .gs-lanes')]
+  .map(e => { const b = e.getBoundingClientRect();
+              return `${Math.round(b.width)}x${Math.round(b.height)}`; }).join(',') +
+  '|' + document.querySelectorAll('[data-stale="true"]').length
+"""
+SETTLE_S = 5.0  # a live page may never hold still that long; then it is measured as it is
+
+
+def settle(page: Any) -> None:
+    """Wait until two readings of the layout a quarter second apart agree."""
+    last: list[str | None] = [None]
+
+    def held() -> bool:
+        now = page.evaluate(LAYOUT_JS)
+        same, last[0] = now == last[0], now
+        return same
+
+    with contextlib.suppress(TimeoutError):
+        wait_until(held, SETTLE_S, interval=0.25)
 
 
 def judged(page: Any, label: str, size: tuple[int, int], shots: Path) -> Verdict:
     """`page` laid out at `size`, measured, photographed into `shots`. A problem counts only
-    when a second measurement a moment later shows it too: a live panel redrawn between the
-    two is not a layout fault."""
+    when a second measurement, once the layout has settled again, shows it too: a live panel
+    redrawn between the two is not a layout fault."""
     page.set_viewport_size({"width": size[0], "height": size[1]})
-    time.sleep(SETTLE_S)  # a layout settles; there is nothing to wait on but time
+    settle(page)
     first = judge(page, label, size)
     if first.problems:
-        time.sleep(SETTLE_S)
+        settle(page)
         again = judge(page, label, size)
         first = Verdict(label, size, tuple(p for p in first.problems if p in again.problems))
     shots.mkdir(parents=True, exist_ok=True)
