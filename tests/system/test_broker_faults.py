@@ -33,17 +33,21 @@ from pathlib import Path
 import psutil
 import pytest
 from confluent_kafka import Consumer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.kafka.clusterfile import read_cluster
-from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S
+from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S, MAIN_CLASS
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import STOP_WITHIN_S, abort_if_exited, spawn, terminate
+from backend.spark.executors import discover_ui, executors_at
+from backend.supervisor.client import ControlClient, ControlError
 from dashboard.groups_model import COLUMNS
 from tests.conftest import stack_processes
 from tests.dashboard.browser import streamlit_healthy
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
+from tests.kafka.javaadmin.conftest import StreamsApps
 from tests.system.test_stack import _up_env
 
 # one in `make test`, through the page's buttons; `make soak-brokers` runs twenty
@@ -228,8 +232,6 @@ def _up_three_nodes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, dict, li
 def _carries_on(data: Path) -> bool:
     """The stack's own group Stable with its three replicas and no broker error (asked of a
     control client found afresh: the backend is the stack's, never restarted here)."""
-    from backend.supervisor.client import ControlClient
-
     status = ControlClient.discover(data, timeout=10).status()
     return (len(status.running) == 3 and status.broker_error is None
             and status.group_state == "Stable")
@@ -243,8 +245,6 @@ def _command(args: list[str], log: Path) -> subprocess.Popen:
 
 def _reader_jvm(pid: int) -> int | None:
     """The pid of process `pid`'s Kafka reader JVM (backend/kafka/javaadmin), if one runs."""
-    from backend.kafka.javaadmin.gateway import MAIN_CLASS
-
     for child in psutil.Process(pid).children(recursive=True):
         with contextlib.suppress(psutil.Error):
             if MAIN_CLASS in child.cmdline():
@@ -289,12 +289,6 @@ def _share_group_page(page, group: str, artifacts_dir: Path) -> None:
 def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, chromium,
                                                    unique: str, artifacts_dir: Path,
                                                    streams_app_classpath: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from backend.spark.executors import discover_ui, executors_at
-    from backend.supervisor.client import ControlClient, ControlError
-    from tests.kafka.javaadmin.conftest import StreamsApps
-
     with _up_three_nodes(tmp_path) as (up, env, lines):
         data = Path(env["GROUPSCOPE_DATA"])
         cluster = read_cluster(data / "broker")
