@@ -45,11 +45,13 @@ LANE_CSS = """
                                    minmax(5.5rem, 11rem); }
 .gs-lanes > div { min-width:0; }
 .gs-lanes .p { font-weight:800; font-size:1.1rem; border-radius:0.4rem; text-align:center; }
-.gs-lanes.gs-kafka { grid-template-columns: minmax(3.2rem, 8.2rem) minmax(4.5rem, 9rem)
+.gs-lanes.gs-kafka { grid-template-columns: minmax(5.5rem, 8.2rem) minmax(4.5rem, 9rem)
                                              minmax(4.5rem, 1fr) minmax(5.5rem, 11rem); }
-.gs-lanes .p .kafka { display:block; font-size:0.85rem; font-weight:700; white-space:nowrap;
-                      font-family:ui-monospace,monospace; border-radius:0.3rem;
-                      overflow:hidden; text-overflow:ellipsis; }
+/* leader and in-sync replicas: on one line where the column allows, else the ISR under the
+   leader, never cut */
+.gs-lanes .p .kafka { display:block; font-size:0.85rem; font-weight:700;
+                      font-family:ui-monospace,monospace; border-radius:0.3rem; }
+.gs-lanes .p .kafka > span { white-space:nowrap; }
 .gs-lanes .p .kafka[data-under] { background:KAFKA_UNDER; color:DARK_TEXT; }
 .gs-lanes .p .kafka[data-offline] { background:KAFKA_OFFLINE; color:#fff; }
 .gs-lanes .own { color:#fff; border-radius:0.4rem; padding:0.15rem 0.5rem; font-weight:700;
@@ -176,8 +178,10 @@ def kafka_tag(p: PartitionView) -> str:
     state = " data-offline" if p.offline else " data-under" if p.under_replicated else ""
     title = (f"leader {'none' if p.leader is None else p.leader}, replicas "
              f"{','.join(map(str, p.replicas))}, in sync {','.join(map(str, p.isr)) or 'none'}")
+    leader, _, isr = text.partition(" · ")  # two unbreakable halves: wraps between, if at all
     return (f'<span class="kafka"{state} data-leader="{"" if p.leader is None else p.leader}" '
-            f'data-isr="{",".join(map(str, p.isr))}" title="{title}">{text}</span>')
+            f'data-isr="{",".join(map(str, p.isr))}" title="{title}"><span>{leader} ·</span> '
+            f'<span>{isr}</span></span>')
 
 
 def cards_html(cards: list[ReplicaCard], own: bool = True) -> str:

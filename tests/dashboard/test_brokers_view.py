@@ -41,7 +41,9 @@ def body(html: str) -> str:
 
 
 def kafka_cells(html: str) -> list[str]:
-    return re.findall(r'<span class="kafka"[^>]*>([^<]*)</span>', html)
+    """Each lane's leader-and-ISR tag as the page reads it (its two halves joined)."""
+    return [re.sub(r"<[^>]+>", "", cell)
+            for cell in re.findall(r'<span class="kafka"[^>]*>(.*?)</span></span>', html)]
 
 
 def test_lanes_name_leader_and_isr_on_a_multi_broker_cluster_only():
