@@ -46,7 +46,7 @@ COLUMN_CONFIG = {
         help="Worst partition's: " + "; ".join(f"{h} {m}" for h, m in HEALTH_MEANING.items())),
     "state": st.column_config.TextColumn("state", width=95),
     "protocol": st.column_config.TextColumn("protocol / assignor", width=150),
-    "members": st.column_config.TextColumn("members", width=70),
+    "members": st.column_config.TextColumn("members", width=80),
     "topics": st.column_config.TextColumn("topics", width=130),
     "lag": st.column_config.TextColumn("lag (msg)", width=85,
                                        help="Total over all its partitions"),
@@ -58,7 +58,7 @@ COLUMN_CONFIG = {
         "lag rate", width=100, help="How fast the total lag changes; negative: catching up"),
     "catch_up": st.column_config.TextColumn("catch up", width=150,
                                             help="Time to zero lag at the current rate"),
-    "rebalances": st.column_config.TextColumn("rebalances 1 h", width=100),
+    "rebalances": st.column_config.TextColumn("rebalances 1 h", width=115),
     "rebalances_24h": st.column_config.TextColumn("24 h", width=50,
                                                   help="Rebalances in the last 24 hours"),
     "last_cause": st.column_config.TextColumn(
