@@ -288,11 +288,14 @@ class ServiceProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def wait_ready(self, probe: Callable[[], bool], timeout: float, where: str,
-                   interval: float = 0.2, also: Callable[[], object] | None = None) -> None:
+                   interval: float = 0.2, also: Callable[[], object] | None = None,
+                   give_up: bool = True) -> bool:
         """Poll `probe` (a real request, never a sleep) until it passes or the child dies.
 
         `also` is a further abort, run before every try: it raises to give up at once when
-        something this child needs has failed (the processes a Spark driver runs on)."""
+        something this child needs has failed (the processes a Spark driver runs on).
+        `give_up=False` leaves a child that is slow to answer running and returns False: a
+        restart whose wait was only for the caller's answer, not a start-up to undo."""
         assert self.popen is not None, "spawn first"
         exited = abort_if_exited(
             self.popen, self.what,
@@ -305,7 +308,10 @@ class ServiceProcess:
 
         try:
             wait_until(probe, timeout, interval, what=f"{self.what} on {where}", abort=abort)
+            return True
         except TimeoutError:
+            if not give_up:
+                return False
             self.stop()
             raise self.error(
                 f"{self.what} did not become ready on {where} within {timeout:.0f}s; "

@@ -309,10 +309,12 @@ class EmbeddedBroker:
     def process(self) -> subprocess.Popen | None:
         return self._service.popen
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, give_up: bool = True) -> bool:
         """Ready means `answers` holds (a real metadata request returns this broker); no
-        fixed sleeps."""
-        self._service.wait_ready(self.answers, timeout, f"port {self.port}")
+        fixed sleeps. `give_up=False`: a node still silent at the timeout keeps running
+        (False), for a restart in a live cluster (nodes.py)."""
+        return self._service.wait_ready(self.answers, timeout, f"port {self.port}",
+                                        give_up=give_up)
 
     def answers(self) -> bool:
         """One readiness probe. A node that must do more once it answers extends it: the

@@ -227,16 +227,18 @@ class EmbeddedCluster:
     def start_node(self, node_id: int, timeout: float = NODE_REQUEST_TIMEOUT_S - 5,
                    wait: bool = True) -> BrokerNode:
         """Start a stopped node again: same config, ports and data; unless `wait` is False,
-        ready once it answers (it then catches up and rejoins the in-sync replicas on its
-        own). From the caller's thread, which must outlive the node."""
+        answered once it answers (it then catches up and rejoins the in-sync replicas on its
+        own). A node still silent at `timeout` is left running, never stopped: after a kill it
+        recovers its logs first, which on a loaded laptop can outlast the request, and the
+        presenter who pressed Start wants it back, not undone. One that exits fails the call.
+        From the caller's thread, which must outlive the node."""
         with self._lock:
             node = self.node(node_id)
             if node.running():
                 raise ClusterError(f"Kafka node {node_id} is already running")
+            node.launch(node.prepare())
             if wait:
-                node.start(timeout=timeout)
-            else:
-                node.launch(node.prepare())
+                node.wait_ready(timeout, give_up=False)
             self._write_cluster_file()
             return self.info(node_id)
 
