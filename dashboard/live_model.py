@@ -6,6 +6,7 @@ every result is bounded (feed length, chart points) whatever the size of the gro
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from backend.contracts import (
     events_topic,
 )
 from backend.kafka.partitioner import partition_for
+from dashboard.groups_model import ago_text
 
 MAX_FEED = 200
 MAX_POINTS = 300  # ≈ 5 min at one snapshot per second
@@ -638,3 +640,13 @@ def locate(key: str, snap: Snapshot, history: Sequence[Snapshot]) -> Location | 
     return Location(key, p, n, now.owner if now else None, tuple(changes[-20:]), known,
                     tuple(now.sharers) if now is not None and is_share(snap) else (),
                     is_share(snap))
+
+
+def stale_note(snap: Snapshot, now_ms: int | None = None) -> str:
+    """After a failed poll a page keeps the last good figures (SnapshotStore.latest_shown):
+    this says from when they are. Empty when the failed poll had nothing good before it."""
+    if snap.error is None or not (snap.members or snap.partitions):
+        return ""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    at = time.strftime("%H:%M:%S", time.localtime(snap.taken_ms / 1000))
+    return f"; the figures below are the last read, at {at} ({ago_text(snap.taken_ms, now_ms)})"

@@ -294,6 +294,9 @@ class Observer:
     def latest(self) -> Snapshot | None:
         return self.store.latest()
 
+    def latest_shown(self) -> Snapshot | None:
+        return self.store.latest_shown()
+
     def history(self, since_ms: int | None = None) -> tuple[Snapshot, ...]:
         return self.store.history(since_ms)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import deque
+from dataclasses import replace
 
 from backend.contracts import Snapshot
 
@@ -29,6 +30,18 @@ class SnapshotStore:
     def latest(self) -> Snapshot | None:
         with self._lock:
             return self._items[-1] if self._items else None
+
+    def latest_shown(self) -> Snapshot | None:
+        """What a page draws: the newest snapshot, unless its poll failed after an earlier one
+        succeeded; then that earlier one, carrying the failure. A transient error (a node
+        restarting, a describe timing out) keeps the last figures on the page, stamped with
+        their own time and the error, instead of dropping every lane and tile to zero."""
+        with self._lock:
+            if not self._items or self._items[-1].error is None:
+                return self._items[-1] if self._items else None
+            failed = self._items[-1]
+            good = next((s for s in reversed(self._items) if s.error is None), None)
+        return failed if good is None else replace(good, error=failed.error)
 
     def history(self, since_ms: int | None = None) -> tuple[Snapshot, ...]:
         with self._lock:

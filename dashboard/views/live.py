@@ -77,7 +77,8 @@ def draw_header(snap: Snapshot, where: str = "", own: bool = True) -> None:
     st.markdown(f"### {snap.group} {header_badges(snap)}")
     if snap.error:
         at = f" at {where}" if where else ""
-        st.error(f"Kafka{at}: {snap.error} (retrying every second)", icon=":material/cloud_off:")
+        st.error(f"Kafka{at}: {snap.error} (retrying every second){lm.stale_note(snap)}",
+                 icon=":material/cloud_off:")
     live = [m for m in snap.members if m.alive]
     noun = lm.member_noun(own)
     c = st.columns(6 if own else 5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,7 @@ from backend.contracts import (
     Snapshot,
 )
 from backend.observer.store import SnapshotStore
+from dashboard.live_model import stale_note
 
 
 def snap(t: int) -> Snapshot:
@@ -34,6 +36,25 @@ def test_bounded_history_latest_and_at():
     assert store.at(35).taken_ms == 30 and store.at(15) is None
     with pytest.raises(ValueError):
         store.append(snap(5))
+
+
+def test_a_failed_poll_is_shown_over_the_last_good_snapshot_and_says_how_old_it_is():
+    store = SnapshotStore()
+    good = replace(snap(10_000), partitions=(PartitionView(0, "m1", 5, 9, 4, 1.0),))
+    failed = replace(snap(20_000), state="Unknown", error="describe timed out")
+    first = replace(failed, taken_ms=5_000)
+    store.append(first)  # nothing good yet: the failure itself, and no age to give
+    assert store.latest_shown() is first and stale_note(first, 5_000) == ""
+    store.append(good)
+    assert store.latest_shown() is good  # a good poll is shown as it is
+    store.append(failed)
+    store.append(replace(failed, taken_ms=21_000))
+    shown = store.latest_shown()
+    assert (shown.partitions, shown.state, shown.taken_ms, shown.error) == (
+        good.partitions, "Stable", 10_000, "describe timed out")
+    assert store.latest() is not shown and store.latest().error  # the history is untouched
+    assert "(11 s ago)" in stale_note(shown, 21_000)
+    assert stale_note(good, 21_000) == ""
 
 
 def test_concurrent_readers_never_see_a_broken_history():
