@@ -64,8 +64,8 @@ from common import (
 )
 
 from backend.errors import one_line
-from backend.kafka.clients import quiet_admin
-from backend.kafka.groups import GroupDescription, describe_group
+from backend.kafka.groups import GroupDescription
+from backend.kafka.javaadmin.reader import KafkaReader
 from backend.observer.observer import Observer
 
 # name on the command line -> (protocol, assignor)
@@ -144,7 +144,7 @@ class Run:
         self.protocol, self.assignor = ASSIGNORS[self.key]
         self.topic = f"bench-reb-{self.key}-{stamp}"
         self.group = f"bench-reb-{self.key}-{stamp}"
-        self.admin = quiet_admin(self.stack.settings)
+        self.reader = KafkaReader.shared(self.stack.settings, "groupscope-bench")
         self.logs = self.stack.work / "logs"
         self.logs.mkdir(exist_ok=True)
 
@@ -165,7 +165,7 @@ class Run:
 
     def describe(self) -> GroupDescription | None:
         try:
-            return describe_group(self.admin, self.group)
+            return self.reader.describe_group(self.group)
         except Exception as exc:  # a slow coordinator is a sample lost, not a failed bench
             print(f"  describe failed: {one_line(exc)}", file=sys.stderr)
             return None
@@ -358,7 +358,6 @@ def run_share(stack: Stack, args: argparse.Namespace) -> list[dict[str, Any]]:
     from backend.contracts import SHARE as SHARE_TYPE
     from backend.contracts import EventType, events_topic
     from backend.fleet.simulator import FleetSimulator
-    from backend.kafka.javaadmin.reader import KafkaReader
     from backend.kafka.share import ensure_share_group
     from backend.kafka.topics import TopicSpec, ensure
     from backend.observer.queue_tail import QueueTail

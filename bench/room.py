@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from backend.contracts.room import read_room  # noqa: E402
-from backend.kafka.groups import describe_group  # noqa: E402
+from backend.kafka.javaadmin.reader import KafkaReader  # noqa: E402
 from backend.kafka.settings import KafkaSettings  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.proc import spawn  # noqa: E402
@@ -131,9 +131,7 @@ def main() -> int:
 def one_round(laptop, script: Path, client: ControlClient, local: KafkaSettings, room,
               work: Path, rep: int) -> tuple[float, float]:
     """One join and one takeover; the laptop consumer leaves at the end."""
-    from backend.kafka.clients import quiet_admin
-
-    admin = quiet_admin(local)
+    reader = KafkaReader.shared(local, "groupscope-bench")
     stamps: list[dict] = []
     started = time.time()
     consumer = laptop.spawn([sys.executable, str(script)], stdout=subprocess.PIPE,
@@ -153,7 +151,7 @@ def one_round(laptop, script: Path, client: ControlClient, local: KafkaSettings,
         join = first["t"] - started
 
         def owners() -> dict[str, tuple[int, ...]]:
-            view = describe_group(admin, room.group)
+            view = reader.describe_group(room.group)
             return {m.client_id: m.partitions(room.topic) for m in view.members}
 
         victim, parts = wait_until(lambda: next(((n, p) for n, p in owners().items()

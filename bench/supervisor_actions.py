@@ -32,8 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from backend.broker.embedded import EmbeddedBroker  # noqa: E402
 from backend.control_files import read_control_files  # noqa: E402
-from backend.kafka.clients import quiet_admin  # noqa: E402
-from backend.kafka.groups import describe_group  # noqa: E402
+from backend.kafka.javaadmin.reader import KafkaReader  # noqa: E402
 from backend.netutil import free_port, wait_until  # noqa: E402
 from backend.proc import spawn  # noqa: E402
 from backend.supervisor.client import ControlClient  # noqa: E402
@@ -72,7 +71,7 @@ def main() -> int:
     backend = None
     try:
         kafka = broker.settings
-        admin = quiet_admin(kafka)
+        reader = KafkaReader.shared(kafka, "groupscope-bench")
         data = work / "data"
         cmd = [sys.executable, "-m", "backend.cli", "backend", "--bootstrap", kafka.bootstrap,
                "--data-dir", str(data), "--replicas", "0", "--rate", "50",
@@ -88,7 +87,7 @@ def main() -> int:
         group = "telemetry-summariser"
 
         def members() -> list[str]:
-            return describe_group(admin, group).client_ids
+            return reader.describe_group(group).client_ids
 
         n = args.replicas
         results: dict[str, float | dict[str, float]] = {}

@@ -1,21 +1,13 @@
-"""One reading of DescribeConsumerGroups for the supervisor, the observer and the status page.
+"""A group as groupscope reads it: plain data in Kafka's own words, whoever read it.
 
-librdkafka reports group states as enum names (`PREPARING_REBALANCING`) and hides the protocol in
-a `type` enum; everything above this module sees Kafka's own vocabulary (states such as
-`PreparingRebalance`, group types as `backend.contracts.GROUP_TYPES` names them) and plain
-tuples, so the three readers cannot drift apart.
+The Kafka reader (`javaadmin/reader.py`, Kafka's Java Admin) fills these for every group type;
+the observer, the overview, the supervisor, the exporter and the memory take them from there.
+`state_name` turns librdkafka's enum spelling (`PREPARING_REBALANCING`) into Kafka's own
+(`PreparingRebalance`), for the exporter's table of every state a group can be in.
 """
-
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
-
-from backend.contracts import CLASSIC, CONSUMER, group_type
 
 TP = tuple[str, int]  # (topic, partition)
 
@@ -35,10 +27,6 @@ def state_name(value: object) -> str:
     """Kafka's name for a librdkafka group state (enum member or its name)."""
     name = str(getattr(value, "name", value))
     return _STATE_NAMES.get(name, name.title())
-
-
-def _tps(tps: Iterable[TopicPartition] | None) -> tuple[TP, ...]:
-    return tuple(sorted((tp.topic, tp.partition) for tp in (tps or ())))
 
 
 @dataclass(frozen=True)
@@ -69,40 +57,3 @@ class GroupDescription:
     @property
     def client_ids(self) -> list[str]:
         return sorted(m.client_id for m in self.members)
-
-
-def description_from(group: str, desc: Any) -> GroupDescription:
-    """Plain data from librdkafka's ConsumerGroupDescription."""
-    members = tuple(sorted(
-        (GroupMember(
-            member_id=m.member_id,
-            client_id=m.client_id,
-            host=m.host,
-            assignment=_tps(m.assignment.topic_partitions if m.assignment else ()),
-            target=None if getattr(m, "target_assignment", None) is None
-            else _tps(m.target_assignment.topic_partitions),
-            group_instance_id=m.group_instance_id,
-        ) for m in desc.members),
-        key=lambda m: (m.client_id, m.member_id),
-    ))
-    # librdkafka says UNKNOWN when the broker predates group types (KIP-848): a classic group
-    protocol = group_type(getattr(desc, "type", None)) or CLASSIC
-    state = state_name(getattr(desc, "state", "UNKNOWN"))
-    if protocol == CONSUMER and state == "Unknown" and members:
-        # KIP-848 groups also report Assigning / Reconciling, which librdkafka's enum has no
-        # names for: a live group moving partitions, not an unknown one
-        state = "Reconciling"
-    return GroupDescription(group, state, protocol, desc.partition_assignor or None, members)
-
-
-def describe_group(admin: AdminClient, group: str, timeout: float = 5.0) -> GroupDescription:
-    """One DescribeConsumerGroups call. A group that does not exist yet is Dead with no members,
-    as the broker itself reports it; other errors raise KafkaException."""
-    future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-    try:
-        desc = future.result(timeout=timeout + 1)
-    except KafkaException as exc:
-        if "GROUP_ID_NOT_FOUND" in str(exc):
-            return GroupDescription(group, "Dead", CLASSIC, None, ())
-        raise
-    return description_from(group, desc)

@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from backend.kafka.groups import describe_group
 from backend.netutil import wait_until
 from backend.observer.generation import GenerationTail
 from backend.replica.membership import GroupChoice
 from tests.dashboard.group import create_topic
-from tests.supervisor.conftest import _admin
+from tests.supervisor.conftest import _reader
 
 PARTITIONS = 2
 
@@ -62,7 +61,7 @@ class StaticMember:
 def _owners(kafka: Any, group: str, topic: str) -> dict[str, tuple[tuple[int, ...], str]]:
     """client id -> (its partitions, member id), once the group is settled with two members
     that own a partition each; {} before."""
-    view = describe_group(_admin(kafka), group)
+    view = _reader(kafka).describe_group(group)
     if view.state != "Stable" or len(view.members) != PARTITIONS:
         return {}
     owned = {m.client_id: (m.partitions(topic), m.member_id) for m in view.members}
@@ -86,11 +85,11 @@ def test_a_static_member_back_in_time_gets_its_partition_without_a_rebalance(
         before = wait_until(lambda: _owners(kafka, group, topic), 60, interval=0.25,
                             what="ada and bruno owning a partition each")
         generation = wait_until(tail.current, 30, interval=0.25, what="the group's generation")
-        assert describe_group(_admin(kafka), group).protocol == protocol
+        assert _reader(kafka).describe_group(group).protocol == protocol
         bruno_seen = len(members["bruno"].changes)
 
         members["ada"].close()  # no LeaveGroup: ada stays a member until the session ends
-        assert describe_group(_admin(kafka), group).client_ids == ["ada", "bruno"]
+        assert _reader(kafka).describe_group(group).client_ids == ["ada", "bruno"]
         members["ada"] = StaticMember(kafka, group, topic, "ada", choice)
 
         def back() -> dict[str, tuple[tuple[int, ...], str]]:

@@ -20,8 +20,7 @@ import psutil
 import pytest
 
 from backend.control_files import read_control_files
-from backend.kafka.clients import quiet_admin
-from backend.kafka.groups import describe_group
+from backend.kafka.javaadmin.reader import KafkaReader
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from backend.proc import abort_if_exited, process_args, spawn, terminate
@@ -71,10 +70,10 @@ class Backend:
 
     def members(self) -> list[str]:
         """Client ids of the group members, as the broker reports them."""
-        return describe_group(_admin(self.kafka), self.group).client_ids
+        return _reader(self.kafka).describe_group(self.group).client_ids
 
     def member_ids(self) -> dict[str, str]:
-        view = describe_group(_admin(self.kafka), self.group)
+        view = _reader(self.kafka).describe_group(self.group)
         return {m.client_id: m.member_id for m in view.members}
 
     def log_tail(self, n: int = 40) -> str:
@@ -82,13 +81,15 @@ class Backend:
         return "\n".join(lines)
 
 
-_ADMINS: dict[str, object] = {}
+_READERS: dict[str, KafkaReader] = {}
 
 
-def _admin(kafka: KafkaSettings):
-    if kafka.bootstrap not in _ADMINS:
-        _ADMINS[kafka.bootstrap] = quiet_admin(kafka)
-    return _ADMINS[kafka.bootstrap]
+def _reader(kafka: KafkaSettings) -> KafkaReader:
+    """The tests' own view of a group, through the reader groupscope reads with (one JVM per
+    cluster for the test process, ended with it like every child of backend.proc)."""
+    if kafka.bootstrap not in _READERS:
+        _READERS[kafka.bootstrap] = KafkaReader.shared(kafka, "groupscope-tests")
+    return _READERS[kafka.bootstrap]
 
 
 def start_backend(kafka: KafkaSettings, data_dir: Path, group: str, topic: str,

@@ -206,6 +206,16 @@ class KafkaReader:
                 out.update(self.describe(again, CONSUMER))
         return out
 
+    def describe_group(self, group: str, group_type: str = CONSUMER) -> GroupDescription:
+        """One group. One that does not exist yet is Dead with no members, as Kafka itself
+        reports it; any other refusal raises ReaderError in one line."""
+        answer = self.describe([group], group_type).get(group, "GROUP_ID_NOT_FOUND")
+        if isinstance(answer, str):
+            if "GROUP_ID_NOT_FOUND" in answer:
+                return GroupDescription(group, "Dead", CLASSIC, None, ())
+            raise ReaderError(f"cannot describe group {group!r}: {answer}")
+        return answer
+
     def committed(self, groups: Sequence[str], group_type: str = CONSUMER
                   ) -> dict[str, dict[TP, int] | str]:
         """group -> committed offsets (for a share group: each share-partition's start
