@@ -7,19 +7,20 @@ off the Streamlit script thread so a slow or dead cluster never blocks a page re
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
-from backend.contracts import BrokerView
-from backend.kafka.groups import state_name
+from backend.contracts import CLASSIC, BrokerView
+from backend.kafka.javaadmin.reader import KafkaReader, ReaderError
 from backend.kafka.settings import (
     ENV_BOOTSTRAP,
     ENV_KAFKA_CONFIG,
+    ClusterUnreachable,
     KafkaSettings,
     embedded_settings,
-    quiet_logger,
     resolve_settings,
 )
-from backend.observer.brokers import broker_views, live_brokers, placement_of, totals
+from backend.observer.brokers import broker_views, totals
 from backend.spark.session import check_engine, spark_remote
 
 PROBE_TIMEOUT_S = 3.0
@@ -36,7 +37,7 @@ class TopicInfo:
 class GroupInfo:
     group_id: str
     state: str  # Stable, Empty, PreparingRebalance, ... as Kafka names them
-    type: str  # classic, consumer or unknown
+    type: str  # one of GROUP_TYPES (classic, consumer, share, streams), or unknown
     simple: bool
 
 
@@ -91,45 +92,62 @@ class ClusterTarget:
             return f"{self.bootstrap or '(bootstrap from config file)'} (config not readable)"
 
 
-def _enum_name(value: object) -> str:
-    name = getattr(value, "name", None)
-    return str(name if name is not None else value)
+class ClusterProbe:
+    """The Status page's cluster check: the brokers that answer, every topic with where its
+    partitions live, every group of every type. Read through the process's Kafka reader
+    (Kafka's Java Admin, one JVM shared with the observers of the same cluster), never
+    librdkafka's admin, whose process aborts when a coordinator's connection drops mid-call.
+    One per cluster poller; `close` releases the reader with the poller."""
 
+    def __init__(self, target: ClusterTarget) -> None:
+        self.target = target
+        self._reader: KafkaReader | None = None
+        self._closed = False
+        self._lock = threading.Lock()
 
-def probe_cluster(target: ClusterTarget, timeout: float = PROBE_TIMEOUT_S) -> ClusterOverview:
-    """Broker count, topics and consumer groups; raises ClusterUnreachable within ~timeout."""
-    from confluent_kafka.admin import AdminClient
+    def __call__(self) -> ClusterOverview:
+        settings = self.target.settings()
+        refused = settings.refused_everywhere()
+        if refused:  # answers at once, where the reader would wait out its timeout
+            raise ClusterUnreachable(f"Kafka at {settings.bootstrap} refused the connection "
+                                     f"({refused}): is the broker running there?")
+        reader = self._open(settings)
+        try:
+            live = reader.cluster().brokers
+            metas, _ = reader.topics()  # the topics the principal may not describe: absent
+            listed, _ = reader.listing()
+        except ReaderError as exc:
+            raise ClusterUnreachable(settings.scrub(f"Kafka at {settings.bootstrap}: {exc}")) \
+                from None
+        placements = [pl for meta in metas.values() for pl in meta.placements.values()]
+        under, offline = totals(placements)
+        topics = tuple(sorted((TopicInfo(name, meta.count, name.startswith("__"))
+                               for name, meta in metas.items()),
+                              key=lambda t: (t.internal, t.name)))
+        groups = tuple(GroupInfo(g.group, g.state, g.type or "unknown",
+                                 g.type == CLASSIC and not g.protocol) for g in listed)
+        return ClusterOverview(settings.bootstrap, settings.describe(), len(live), topics,
+                               groups, tuple(broker_views(live, placements)), under, offline)
 
-    settings = target.settings()
-    brokers = settings.check_reachable(timeout=timeout)
-    admin = AdminClient(settings.client_config(**_quiet()))
-    md = admin.list_topics(timeout=timeout)
-    placements = [placement_of(pm) for t in md.topics.values() if t.error is None
-                  for pm in t.partitions.values()]
-    views = broker_views(live_brokers(md.brokers), placements)
-    under, offline = totals(placements)
-    topics = tuple(sorted(
-        (TopicInfo(name, len(t.partitions), name.startswith("__"))
-         for name, t in md.topics.items()),
-        key=lambda t: (t.internal, t.name),
-    ))
-    result = admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 1)
-    groups = tuple(sorted(
-        (GroupInfo(g.group_id, state_name(getattr(g, "state", "UNKNOWN")),
-                   _enum_name(getattr(g, "type", "UNKNOWN")).lower(),
-                   bool(g.is_simple_consumer_group))
-         for g in result.valid),
-        key=lambda g: g.group_id,
-    ))
-    return ClusterOverview(settings.bootstrap, settings.describe(), brokers, topics, groups,
-                           views, under, offline)
+    def _open(self, settings: KafkaSettings) -> KafkaReader:
+        with self._lock:
+            if self._closed:  # a probe still running as its poller was released
+                raise ClusterUnreachable("the cluster check was stopped")
+            if self._reader is None or self._reader.settings != settings:
+                if self._reader is not None:
+                    self._reader.close()
+                self._reader = KafkaReader.shared(settings, "groupscope-status")
+            return self._reader
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
 
 def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> EngineStatus:
     """Run a real Spark Connect query; raises EngineUnavailable with the reason."""
     url = spark_remote(remote)
     return EngineStatus(url, check_engine(url, timeout=timeout))
-
-
-def _quiet() -> dict[str, object]:
-    return {"logger": quiet_logger("groupscope.dashboard.librdkafka")}

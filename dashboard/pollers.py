@@ -27,7 +27,7 @@ from backend.observer.overview import OverviewWatcher
 from backend.observer.queue_tail import QueueTail
 from backend.paths import data_dir
 from backend.supervisor.client import ControlClient, ControlError
-from dashboard.checks import ClusterTarget, probe_cluster, probe_engine
+from dashboard.checks import ClusterProbe, ClusterTarget, probe_engine
 
 if TYPE_CHECKING:
     from backend.contracts.control import BrokerNode
@@ -58,9 +58,10 @@ class Poller(Generic[T]):
     """Run `probe` every `interval_s` on one daemon thread; readers get the latest Reading."""
 
     def __init__(self, name: str, probe: Callable[[], T], interval_s: float,
-                 idle_stop_s: float = 120.0) -> None:
+                 idle_stop_s: float = 120.0, close: Callable[[], None] | None = None) -> None:
         self.name = name
         self._probe = probe
+        self._close = close  # what the probe holds (a reader's JVM), released by `stop`
         self.interval_s = interval_s
         self.idle_stop_s = idle_stop_s
         self._lock = threading.Lock()
@@ -101,6 +102,8 @@ class Poller(Generic[T]):
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(join_s)
+        if self._close is not None:
+            self._close()
 
     @property
     def running(self) -> bool:
@@ -166,8 +169,8 @@ def _cached(func: Callable) -> Callable:
 @_cached
 def _cluster_poller(target: object, interval_s: float) -> Poller:
     assert isinstance(target, ClusterTarget)
-    return Poller(f"cluster:{target.bootstrap or 'env'}", lambda: probe_cluster(target),
-                  interval_s)
+    probe = ClusterProbe(target)
+    return Poller(f"cluster:{target.bootstrap or 'env'}", probe, interval_s, close=probe.close)
 
 
 @_cached
