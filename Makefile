@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 demo: setup jars
 	$(BIN)/groupscope up $(if $(ROOM),--room $(if $(filter-out 1,$(ROOM)),--room-address $(ROOM)))
 
-# the suite in two lanes: the tests that wait for minutes by design beside the rest (tests/lanes.py)
+# the suite in three lanes: the tests that wait for minutes by design beside the rest (tests/lanes.py)
 test: setup jars
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports

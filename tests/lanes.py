@@ -1,28 +1,30 @@
-"""The whole suite in two lanes at once: `make test`'s runner.
+"""The whole suite in three lanes at once: `make test`'s runner.
 
-The tests marked `slow` take a minute or more each and spend most of it waiting: a Groups
-page left open, an idle topic watched, soaks, chaos runs, Kafka nodes killed and restarted,
-a laptop joining the room. Run after the rest they made a forty-minute suite; run beside it,
-in a second pytest process, their waiting overlaps the rest's work, and the marks are chosen
-so the two lanes take about as long (bench/README.md, "The test suite's time"). The two lanes
+The tests marked `slow` take a minute or more each and spend much of it waiting: soaks, chaos
+runs, Kafka nodes killed and restarted, a laptop joining the room. Run after the rest they
+made a forty-minute suite; run beside it, in a second pytest process, their waiting overlaps
+the rest's work, and the marks are chosen so the lanes take about as long (bench/README.md,
+"The test suite's time"). The tests marked `idle` barely use the machine while they last (an
+idle topic watched for a minute, a Groups page left open, a storm timed): a third lane,
+since on two cores busy with the other two they cost almost nothing beside them. The lanes
 share nothing but the machine: each has its own broker fixture, its own temporary folders,
 and every process a test starts is tagged, reaped and dies with its parent as in one lane.
 
 Why not pytest-xdist: its workers take the next test as they free up, so two CPU-heavy tests
-(two stacks starting Spark) can run at once on two cores, where here a lane of mostly
-waiting tests runs beside a lane of working ones; and each xdist worker would start its own
-session broker and Spark as a lane does, so it would share no more.
+(two stacks starting Spark) can run at once on two cores, where here lanes of mostly waiting
+tests run beside a lane of working ones; and each xdist worker would start its own session
+broker and Spark as a lane does, so it would share no more.
 
     python -m tests.lanes [pytest options]
 
-The main lane (`-m "not slow"`) prints as it runs; the slow lane's output goes to
-test-artifacts/slow-lane.log, is printed once the main lane is done and then followed as it
-grows. The run passes only if both lanes pass, and a lane that collected no test fails it
-(pytest's exit code 5). Options that choose tests (`-m`, `-k`, paths, node ids, `--lf`) mean
-one ordinary pytest run instead. GROUPSCOPE_ONE_LANE=1 forces that too.
+The main lane (`-m "not slow and not idle"`) prints as it runs; each other lane's output goes
+to test-artifacts/<name>-lane.log, is printed once the main lane is done and then followed as
+it grows. The run passes only if every lane passes, and a lane that collected no test fails
+it (pytest's exit code 5). Options that choose tests (`-m`, `-k`, paths, node ids, `--lf`)
+mean one ordinary pytest run instead. GROUPSCOPE_ONE_LANE=1 forces that too.
 
 A hang must fail the run, not outlast CI's limit in silence. pytest-timeout ends a test that
-runs too long, but not a teardown stuck after that, nor anything outside a test; so both
+runs too long, but not a teardown stuck after that, nor anything outside a test; so the
 lanes share one deadline (LIMIT_S, about twice a lane's usual time, well inside CI's 90
 minutes). A lane still running then gets SIGABRT: pytest's faulthandler prints every thread's
 stack into its output, the lane dies, its children with it, and the run fails naming it.
@@ -38,12 +40,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from backend.proc import reap, run, send, spawn
 from tests.conftest import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW_LOG = ARTIFACTS / "slow-lane.log"
+# the lanes beside the main one: (name, marker expression); the main lane takes the rest
+BESIDE = (("slow", "slow and not idle"), ("idle", "idle"))
+MAIN = "not slow and not idle"
 LIMIT_S = float(os.environ.get("GROUPSCOPE_LANES_LIMIT_S", 45 * 60))
 FOLLOW_EVERY_S = 2.0
 CHOOSING = ("-m", "-k", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
@@ -86,8 +91,14 @@ def wait_or_abort(lane: subprocess.Popen[bytes], name: str, deadline: float,
     return lane.returncode
 
 
-def two_lanes(args: list[str]) -> int:
-    SLOW_LOG.parent.mkdir(parents=True, exist_ok=True)
+def lane_log(name: str) -> Path:
+    return ARTIFACTS / f"{name}-lane.log"
+
+
+def run_lanes(args: list[str]) -> int:
+    """The main lane in the foreground, the lanes of BESIDE in the background, each into its
+    log; once the main lane is done each log is printed in turn, then followed as it grows."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     lanes: list[subprocess.Popen[bytes]] = []
     deadline = time.monotonic() + LIMIT_S
 
@@ -100,35 +111,40 @@ def two_lanes(args: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop_lanes)
     signal.signal(signal.SIGHUP, stop_lanes)
-    with SLOW_LOG.open("wb") as log, SLOW_LOG.open("rb") as shown:
-
-        def follow() -> None:  # what the slow lane has written since the last look
-            sys.stdout.write(shown.read().decode(errors="replace"))
-            sys.stdout.flush()
-
-        # the slow lane: no cache writes, so the two lanes never race on .pytest_cache
-        lanes.append(spawn(pytest_argv("-m", "slow", "-p", "no:cacheprovider", *args),
-                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL))
-        print(f"lanes: the slow tests run beside this one; their output: {SLOW_LOG}",
-              flush=True)
+    with contextlib.ExitStack() as files:
+        shown = []
+        for name, expression in BESIDE:
+            log = files.enter_context(lane_log(name).open("wb"))
+            shown.append(files.enter_context(lane_log(name).open("rb")))
+            # no cache writes but the main lane's, so lanes never race on .pytest_cache
+            lanes.append(spawn(pytest_argv("-m", expression, "-p", "no:cacheprovider", *args),
+                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL))
+            print(f"lanes: the {name} tests run beside this one; their output: "
+                  f"{lane_log(name)}", flush=True)
+        codes: dict[str, int] = {}
         try:
-            lanes.append(spawn(pytest_argv("-m", "not slow", *args), cwd=ROOT))
-            main_code = wait_or_abort(lanes[1], "main", deadline)
+            main = spawn(pytest_argv("-m", MAIN, *args), cwd=ROOT)
+            lanes.append(main)
+            codes["main"] = wait_or_abort(main, "main", deadline)
             started = time.monotonic()
-            print(f"\n{'=' * 30} slow lane {'=' * 30}", flush=True)
-            if lanes[0].poll() is None:
-                print("lanes: the main lane is done; the slow lane so far, then as it goes",
-                      flush=True)
-            slow_code = wait_or_abort(lanes[0], "slow", deadline, follow)
-        except KeyboardInterrupt:  # Ctrl-C reached both lanes (one process group)
+            for (name, _), lane, out in zip(BESIDE, lanes, shown, strict=False):
+                def follow(out: BinaryIO = out) -> None:  # what the lane wrote since the last look
+                    sys.stdout.write(out.read().decode(errors="replace"))
+                    sys.stdout.flush()
+
+                print(f"\n{'=' * 30} {name} lane {'=' * 30}", flush=True)
+                if lane.poll() is None:
+                    print(f"lanes: the {name} lane so far, then as it goes", flush=True)
+                codes[name] = wait_or_abort(lane, name, deadline, follow)
+        except KeyboardInterrupt:  # Ctrl-C reached every lane (one process group)
             for lane in lanes:
                 reap(lane, 30.0)
             return 130
     waited = time.monotonic() - started
-    print(f"lanes: main lane exit {main_code}, slow lane exit {slow_code} "
-          f"(waited {waited:.0f} s for it after the main lane)", flush=True)
-    return main_code or slow_code
+    print("lanes: " + ", ".join(f"{name} lane exit {code}" for name, code in codes.items())
+          + f" (waited {waited:.0f} s for the others after the main lane)", flush=True)
+    return next((code for code in codes.values() if code), 0)
 
 
 def main(args: list[str]) -> int:
@@ -137,7 +153,7 @@ def main(args: list[str]) -> int:
             return one_lane(args)
         except KeyboardInterrupt:  # pytest got the Ctrl-C too and has said its part
             return 130
-    return two_lanes(args)
+    return run_lanes(args)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def _settled(watcher: OverviewWatcher, group: str, members: int) -> bool:
             and not row.rebalancing)
 
 
-@pytest.mark.slow  # most of it waits for a whole quiet window
+@pytest.mark.idle  # most of it waits for a whole quiet window: the third lane
 @pytest.mark.timeout(240)
 def test_a_rebalance_storm_fires_once_and_resolves_once(kafka, unique, receiver: Receiver,
                                                        tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def listening_pid(port: int) -> int:
     raise AssertionError(f"nothing listens on port {port}")
 
 
-@pytest.mark.slow
+@pytest.mark.idle  # two minutes of a page refreshing itself: the third lane
 @pytest.mark.timeout(TOTAL_S + 300)
 def test_the_groups_page_left_open_does_not_grow(kafka, unique, chromium, members_factory,
                                                  producer_factory, tmp_path, artifacts_dir):

@@ -40,6 +40,7 @@ def _read_lines(proc) -> list[str]:
     return lines
 
 
+@pytest.mark.slow  # a master, two workers, a driver and two executors start: the second lane
 def test_two_workers_run_the_batches_a_killed_one_is_reported_and_sigterm_stops_everything(
         spark_cluster_factory, tmp_path):
     """One cluster of two workers, started once (a minute of the suite each): the replica's

@@ -11,7 +11,7 @@ a plain `end - committed` and a guessed age go wrong.
   past, so a value from anything else (the observer's own clock) would be visibly wrong.
 
 All fast but `test_a_caught_up_group_on_an_idle_topic_stays_ok_for_a_minute` (marked
-`slow`: it watches an idle topic for IDLE_S).
+`idle`: it watches an idle topic for IDLE_S).
 """
 
 from __future__ import annotations
@@ -385,7 +385,7 @@ def test_many_starts_on_one_partition_are_answered_in_one_pass_far_ones_by_a_see
 # ---- 6. an idle topic, for a minute -------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.idle  # a minute of polls and nothing else: the third lane
 @pytest.mark.timeout(300)
 def test_a_caught_up_group_on_an_idle_topic_stays_ok_for_a_minute(kafka, unique, observe):
     """The slow one: IDLE_S of polls with nothing new. A caught-up group's lag is 0 messages

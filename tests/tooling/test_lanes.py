@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression  # how `-m` reads an expression
 
 from backend.proc import run as run_process
 from backend.proc import spawn
-from tests.lanes import chooses_tests, wait_or_abort
+from tests.lanes import BESIDE, MAIN, chooses_tests, wait_or_abort
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("args", [
     [], ["-ra", "--durations=15"], ["-x", "-q"], ["--durations", "15"], ["-p", "no:randomly"],
 ])
-def test_plain_options_run_two_lanes(args):
+def test_plain_options_run_the_lanes(args):
     assert not chooses_tests(args)
 
 
@@ -32,6 +33,14 @@ def test_plain_options_run_two_lanes(args):
 ])
 def test_options_that_choose_tests_run_one_plain_pytest(args):
     assert chooses_tests(args)
+
+
+@pytest.mark.parametrize("marks", [set(), {"slow"}, {"idle"}, {"slow", "idle"},
+                                   {"browser", "stack"}, {"slow", "browser"}])
+def test_every_test_runs_in_exactly_one_lane(marks):
+    lanes = [MAIN, *(expression for _name, expression in BESIDE)]
+    matching = [e for e in lanes if Expression.compile(e).evaluate(lambda m: m in marks)]
+    assert len(matching) == 1, (marks, matching)
 
 
 def test_a_lane_past_the_deadline_is_aborted_with_its_stacks_and_fails_the_run(capfd):
