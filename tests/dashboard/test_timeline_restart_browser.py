@@ -27,6 +27,7 @@ def _expired(path) -> list:
         store.close()
 
 
+@pytest.mark.slow  # two watch servers one after the other: the second lane
 @pytest.mark.timeout(300)
 def test_a_rebalance_seen_by_one_watch_is_on_the_next_ones_timeline(
         broker, kafka, chromium, unique, tmp_path):
