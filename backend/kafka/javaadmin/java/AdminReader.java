@@ -81,6 +81,12 @@ public final class AdminReader {
      * its groups) until the call's timeout; the next call looks them up afresh.
      */
     private static final int NODE_WAIT_MS = 3000;
+    /**
+     * The node wait until this JVM's first answer: its first connections (a TLS handshake in
+     * a cold JVM on a loaded machine) have taken longer than NODE_WAIT_MS with no node dead.
+     */
+    private static final int FIRST_NODE_WAIT_MS = 10000;
+    private static volatile boolean answered;
     private final Admin admin;
 
     private AdminReader(Properties props) {
@@ -483,14 +489,16 @@ public final class AdminReader {
      */
     private static String answer(int timeoutMs, Work work) {
         try {
-            return work.answer(deadline(timeoutMs));
+            String out = work.answer(deadline(timeoutMs));
+            answered = true;
+            return out;
         } catch (Exception e) {
             return failure(e);
         }
     }
 
     private static int nodeWait(int timeoutMs) {
-        return Math.min(timeoutMs, NODE_WAIT_MS);
+        return Math.min(timeoutMs, answered ? NODE_WAIT_MS : FIRST_NODE_WAIT_MS);
     }
 
     /** The deadline of a call that started now and may take `timeoutMs`. */
