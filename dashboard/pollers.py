@@ -250,8 +250,12 @@ class SharedObserver(_IdleStopped):
             return self._observer
 
     def latest(self, wait_s: float = 0.0):
-        """The snapshot to draw: after a failed poll, the last good one carrying the error
-        (SnapshotStore.latest_shown)."""
+        obs = self._ensure()
+        return None if obs is None else first_value(obs.latest, wait_s)
+
+    def shown(self, wait_s: float = 0.0):
+        """The snapshot a group's page draws: after a failed poll, the last good one carrying
+        the error (SnapshotStore.latest_shown); `latest` is the failed one itself."""
         obs = self._ensure()
         return None if obs is None else first_value(obs.latest_shown, wait_s)
 

@@ -34,7 +34,7 @@ CHART_REFRESH_S = 2.0
 
 
 def _snapshot(ctx: ViewContext, wait_s: float = 0.0) -> Snapshot | None:
-    return observer_for(ctx.target, ctx.group, ctx.topic).latest(wait_s=wait_s)
+    return observer_for(ctx.target, ctx.group, ctx.topic).shown(wait_s=wait_s)
 
 
 def _own(ctx: ViewContext, snap: Snapshot) -> bool:
