@@ -11,7 +11,9 @@ import threading
 from dataclasses import dataclass
 
 from backend.contracts import CLASSIC, BrokerView
+from backend.errors import one_line
 from backend.kafka.javaadmin.reader import KafkaReader, ReaderError
+from backend.kafka.properties import KafkaConfigError
 from backend.kafka.settings import (
     ENV_BOOTSTRAP,
     ENV_KAFKA_CONFIG,
@@ -117,8 +119,7 @@ class ClusterProbe:
             metas, _ = reader.topics()  # the topics the principal may not describe: absent
             listed, _ = reader.listing()
         except ReaderError as exc:
-            raise ClusterUnreachable(settings.scrub(f"Kafka at {settings.bootstrap}: {exc}")) \
-                from None
+            raise ClusterUnreachable(_explained(settings, exc)) from None
         placements = [pl for meta in metas.values() for pl in meta.placements.values()]
         under, offline = totals(placements)
         topics = tuple(sorted((TopicInfo(name, meta.count, name.startswith("__"))
@@ -145,6 +146,17 @@ class ClusterProbe:
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+
+
+def _explained(settings: KafkaSettings, failure: ReaderError) -> str:
+    """A failed read in the words the rest of groupscope uses for a refused login, an
+    untrusted certificate or a broker away: librdkafka's connection check (one metadata
+    request) names which and what to fix. The reader's own line when it finds nothing."""
+    try:
+        settings.check_reachable(timeout=PROBE_TIMEOUT_S)
+    except (ClusterUnreachable, KafkaConfigError) as why:
+        return one_line(why)
+    return settings.scrub(f"Kafka at {settings.bootstrap}: {failure}")
 
 
 def probe_engine(remote: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> EngineStatus:
