@@ -39,7 +39,6 @@ def _standbys(b: Backend) -> list[int]:
     return pids_with_arg("--group", b.group, "--standby")
 
 
-@pytest.mark.slow  # a backend with replicas on Spark for half a minute: the second lane
 def test_a_started_replica_is_the_warm_standby_and_processes(one_replica: Backend) -> None:
     b = one_replica
     logs = b.data_dir / "replicas"
