@@ -35,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", default=DEFAULT_ADDRESS,
                    help=f"address to serve on (default {DEFAULT_ADDRESS}: this machine only; "
                         "0.0.0.0 for every interface)")
+    p.add_argument("--metrics-access", metavar="FILE",
+                   help="TLS and basic auth or a bearer token for /metrics, from a TOML file "
+                        "(docs/production.md#protect-metrics); default: open to whoever "
+                        "reaches the address")
     p.add_argument("--alerts", metavar="FILE", help="alert rules (TOML) to evaluate every cycle")
     p.add_argument("--per-partition", action="store_true",
                    help="also export committed offset, end offset and lag per partition "
@@ -63,7 +67,8 @@ def _exporter(args: argparse.Namespace) -> int:
             lambda: cluster_settings(args), metrics_port=args.port, metrics_address=args.address,
             alerts_file=args.alerts, per_partition=args.per_partition,
             max_groups=args.max_groups, interval=args.interval,
-            history=recording(args), role="exporter") as on:
+            history=recording(args), role="exporter",
+            metrics_access=args.metrics_access) as on:
         starting = False
         print(f"exporting {on.watcher.settings.describe()} read-only: {on.describe()}",
               flush=True)

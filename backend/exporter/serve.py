@@ -13,16 +13,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app, start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from backend.alerts import AlertService, load_alerts
 from backend.cli_common import UserError
+from backend.exporter.access import MetricsAccess, load_access
 from backend.exporter.metrics import OverviewCollector
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
 from backend.exporter.shared import process_watcher, register_process_watcher
@@ -40,6 +45,7 @@ log = logging.getLogger("groupscope.exporter")
 WATCHER_STOP_S = STOP_BUDGET_S * 0.4
 ALERTS_STOP_S = STOP_BUDGET_S * 0.2
 HISTORY_STOP_S = STOP_BUDGET_S * 0.1  # the last cycle's write, then the lease released
+HANDSHAKE_S = 10.0  # a scraper's TLS handshake, at most
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class AlwaysOn:
     alerts: AlertService | None
     metrics_everywhere: bool = False  # served on every interface, not just the URL's
     history: HistoryRecorder | None = None
+    metrics_access: MetricsAccess | None = None  # None: /metrics open to whoever reaches it
 
     def describe(self) -> str:
         """What is on, in one line safe to print (no secret, no webhook URL)."""
@@ -58,7 +65,9 @@ class AlwaysOn:
             parts.append(f"memory in {self.history.path}")
         if self.metrics_url:
             parts.append(f"metrics at {self.metrics_url}"
-                         + (" (and on every interface)" if self.metrics_everywhere else ""))
+                         + (" (and on every interface)" if self.metrics_everywhere else "")
+                         + (f", asking {self.metrics_access.describe()}"
+                            if self.metrics_access else ""))
         if self.alerts is not None:
             parts.append(self.alerts.describe())
         return "; ".join(parts)
@@ -70,7 +79,8 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
               alerts_file: str | None = None, per_partition: bool = False,
               max_groups: int = DEFAULT_MAX_GROUPS,
               interval: float = DEFAULT_INTERVAL_S,
-              history: Recording | None = None, role: str = "exporter") -> Iterator[AlwaysOn]:
+              history: Recording | None = None, role: str = "exporter",
+              metrics_access: str | None = None) -> Iterator[AlwaysOn]:
     """Run the overview watcher with its metrics server and alert service for the block.
 
     Raises a one-line error (UserError, PortBusyError, ClusterUnreachable) before starting
@@ -82,6 +92,10 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
     process as its writer); None keeps the rebalance counters in memory only.
     """
     with contextlib.ExitStack() as undo:
+        if metrics_access and metrics_port is None:
+            raise UserError("--metrics-access protects /metrics, which is off: give "
+                            "--metrics-port too")
+        access = load_access(metrics_access) if metrics_access else None
         alerts = _load_alerts(alerts_file) if alerts_file else None
         if alerts is not None:
             undo.callback(_bounded, lambda: alerts.close(timeout=ALERTS_STOP_S),
@@ -99,9 +113,9 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
                                       counters=memory.counters)
         url = None
         if metrics_port is not None:
-            server = _serve_metrics(collector, metrics_address, metrics_port)
+            server = _serve_metrics(collector, metrics_address, metrics_port, access)
             undo.callback(_close_server, server)
-            url = _url(metrics_address, server.server_port)
+            url = _url(metrics_address, server.server_port, access is not None and access.tls)
         watcher.add_listener(collector.observe)
         if alerts is not None:
             watcher.add_listener(alerts)
@@ -109,7 +123,8 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
         undo.callback(_unregister, watcher)
         watcher.start()
         yield AlwaysOn(watcher, collector, url, alerts,
-                       metrics_everywhere=metrics_address in _WILDCARDS, history=memory)
+                       metrics_everywhere=metrics_address in _WILDCARDS, history=memory,
+                       metrics_access=access)
 
 
 def _close_server(server: WSGIServer) -> None:
@@ -131,14 +146,55 @@ def _load_alerts(path: str) -> AlertService:
         raise UserError(f"--alerts {path}: {exc.strerror or exc}") from None
 
 
-def _serve_metrics(collector: OverviewCollector, address: str, port: int) -> WSGIServer:
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """No line per scrape on stderr (prometheus_client's own server is as quiet)."""
+
+
+def _serve_guarded(registry: CollectorRegistry, address: str, port: int,
+                   access: MetricsAccess) -> WSGIServer:
+    """prometheus_client's WSGI app behind `access` (credentials, TLS), on a threading WSGI
+    server of its own on a daemon thread: its start_http_server takes TLS but no credentials."""
+
+    tls = access.ssl_context() if access.tls else None
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
+        def finish_request(self, request: Any, client_address: Any) -> None:
+            """The TLS handshake in the request's own thread, bounded: a client that connects
+            and says nothing must not hold up the accept loop, and every other scraper."""
+            if tls is None:
+                return super().finish_request(request, client_address)
+            request.settimeout(HANDSHAKE_S)
+            try:
+                wrapped = tls.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError):
+                return None  # plain HTTP, a wrong client, or too slow: nothing is served
+            try:
+                return super().finish_request(wrapped, client_address)
+            finally:
+                wrapped.close()
+
+    server = make_server(address, port, access.guard(make_wsgi_app(registry)), Server,
+                         handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics-server", daemon=True).start()
+    return server
+
+
+def _serve_metrics(collector: OverviewCollector, address: str, port: int,
+                   access: MetricsAccess | None = None) -> WSGIServer:
     """prometheus_client's own WSGI server on a daemon thread, serving only this registry
-    (the collector and the process's CPU, memory and file descriptors)."""
+    (the collector and the process's CPU, memory and file descriptors); behind TLS and
+    credentials when `access` asks for them."""
     registry = CollectorRegistry()
     registry.register(collector)
     ProcessCollector(registry=registry)
     try:
-        server, _thread = start_http_server(port, address, registry=registry)
+        if access is None:
+            server, _thread = start_http_server(port, address, registry=registry)
+        else:
+            server = _serve_guarded(registry, address, port, access)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortBusyError(address, port, "metrics server") from None
@@ -151,11 +207,11 @@ def _serve_metrics(collector: OverviewCollector, address: str, port: int) -> WSG
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
-def _url(address: str, port: int) -> str:
+def _url(address: str, port: int, tls: bool = False) -> str:
     host = "localhost" if address in ("127.0.0.1", "::1", *_WILDCARDS) else address
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}/metrics"
+    return f"{'https' if tls else 'http'}://{host}:{port}/metrics"
 
 
 def _bounded(stop: Callable[[], object], seconds: float, what: str) -> None:

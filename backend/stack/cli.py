@@ -94,6 +94,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "start, as `groupscope exporter` does")
     p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="A",
                    help=f"address of /metrics (default {DEFAULT_ADDRESS})")
+    p.add_argument("--metrics-access", metavar="FILE",
+                   help="TLS and basic auth or a bearer token for /metrics, from a TOML file "
+                        "(docs/production.md#protect-metrics); default: open to whoever "
+                        "reaches the address")
     p.add_argument("--alerts", metavar="FILE",
                    help="evaluate these alert rules (TOML) from the start, with or without "
                         "a browser open")
@@ -208,7 +212,8 @@ def _watch(args: argparse.Namespace) -> int:
 
     with always_on(settings, metrics_port=args.metrics_port,
                    metrics_address=args.metrics_address, alerts_file=args.alerts,
-                   interval=args.interval, history=recording(args), role="watch") as on:
+                   interval=args.interval, history=recording(args), role="watch",
+                   metrics_access=args.metrics_access) as on:
         described = on.describe()
         print(f"{where}; {described}" if described else where, flush=True)
         _run_dashboard(port, args.address)
