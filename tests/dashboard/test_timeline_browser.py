@@ -162,15 +162,33 @@ def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Ep
     line = page.locator(".st-key-timeline_lag .scatterlayer path.js-line")
     wait_until(lambda: any(len(line.nth(i).get_attribute("d") or "") > 100
                            for i in range(line.count())), 30, what="the lag line drawn")
-    legend = " ".join(page.locator(".st-key-timeline_lag .legendtext").all_text_contents())
-    assert all(c in legend for c in (CRASHED, LEFT, EXPIRED, JOINED)), legend
+    # read until whole: the chart's fragment redraws it every few seconds, and a read in the
+    # middle of a redraw once found no legend at all
+    def legend() -> str:
+        return " ".join(page.locator(".st-key-timeline_lag .legendtext").all_text_contents())
+
+    try:
+        wait_until(lambda: all(c in legend() for c in (CRASHED, LEFT, EXPIRED, JOINED)), 30,
+                   interval=0.5, what="every cause in the chart's legend")
+    except TimeoutError:
+        raise AssertionError(f"the legend reads {legend()!r}") from None
     text = page.inner_text("body")
     assert "partition-seconds without an owner" in text  # how the worst is chosen, said
 
     # the last hour: the same four, the chart spread over it, for the picture
-    page.locator(".st-key-timeline_span button", has_text="last 1 h").first.click()
-    wait_until(lambda: "4 rebalances last 1 h" in page.inner_text("body"), 30,
-               what="the span narrowed to the last hour")
+    # a click lost in a fragment's rerun on a loaded machine is made again, as a user would;
+    # the span is a required choice, so a second click on it changes nothing
+    span = page.locator(".st-key-timeline_span button", has_text="last 1 h").first
+    deadline = time.monotonic() + 60
+    while True:
+        span.click()
+        try:
+            wait_until(lambda: "4 rebalances last 1 h" in page.inner_text("body"), 15,
+                       what="the span narrowed to the last hour")
+            break
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
     wait_until(lambda: page.locator(".st-key-timeline_lag .barlayer .point").count() >= 4, 30,
                what="the bands on the last hour's chart")
     page.screenshot(path=str(artifacts_dir / SHOT))
