@@ -22,6 +22,7 @@ from backend.stack.soak import all_processes, read_proc
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # half a minute of a whole bench: the second lane, where there is room
 @pytest.mark.timeout(480)
 def test_latency_tiny(kafka, spark_remote, tmp_path):
     out = tmp_path / "lat.json"

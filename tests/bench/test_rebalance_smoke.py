@@ -21,6 +21,7 @@ from backend.proc import run as run_process
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # half a minute of a whole bench: the second lane, where there is room
 @pytest.mark.timeout(480)  # includes starting the session's broker and Spark
 def test_rebalance_one_kill(kafka, spark_remote, tmp_path):
     out = tmp_path / "r.json"

@@ -20,6 +20,7 @@ from backend.proc import run
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # half a minute of a whole bench: the second lane, where there is room
 @pytest.mark.timeout(300)  # includes the session broker + Spark start on a loaded machine
 def test_scale_tiny(kafka, spark_remote, tmp_path):
     out = tmp_path / "scale.json"
