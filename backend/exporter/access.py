@@ -107,6 +107,10 @@ def load_access(path: str | Path) -> MetricsAccess:
     if unknown:
         raise UserError(f"{where}: unknown section(s) {', '.join(sorted(unknown))}; "
                         f"the sections are tls, basic_auth, authorization")
+    tables = [name for name in ("tls", "basic_auth", "authorization")
+              if name in data and not isinstance(data[name], dict)]
+    if tables:
+        raise UserError(f"{where}: {', '.join(tables)} must be a [section], not a value")
     if "basic_auth" in data and "authorization" in data:
         raise UserError(f"{where}: give basic_auth or authorization, not both")
     folder = path.parent

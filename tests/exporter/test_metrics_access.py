@@ -82,6 +82,7 @@ def test_basic_auth_and_bearer_let_in_only_the_right_header(tmp_path: Path) -> N
     ('[tls]\ncert_file = "metrics.password"\nkey_file = "metrics.token"\n', PASSWORD,
      "not a usable certificate and key"),
     ("", PASSWORD, "names neither tls nor credentials"),
+    ('tls = "metrics.pem"\n', PASSWORD, "tls must be a [section], not a value"),
 ])
 def test_a_wrong_access_file_is_one_line_naming_the_key_and_never_the_secret(
         tmp_path: Path, body: str, secret: str, says: str) -> None:
