@@ -87,20 +87,20 @@ def test_upkeep_drops_what_is_past_the_retention_and_keeps_under_the_byte_bound(
     store.write(Cycle("k", "h:1", new, episodes=[episode("g", new, new + 1)]))
     store.maintain(NOW, retention_ms=7 * 24 * HOUR_MS, max_bytes=1 << 30)
     assert [e.start_ms for e in store.episodes("k")] == [new]
-    # a day of lag for 200 groups, over a bound of 512 KiB (each table and index takes a
-    # page of 16 KiB at least): the oldest hours go first
+    # a day of lag for 50 groups every 15 s, over a bound of 384 KiB (each table and index
+    # takes a page of 16 KiB at least): the oldest hours go first
     for hour in range(24):
         t = NOW - (24 - hour) * HOUR_MS
         store.write(Cycle("k", "h:1", t, lag=[
-            GroupLag(f"g{g}", t + i * 60_000, (g * 7919 + i * 104729) % 100_000)
-            for g in range(200) for i in range(60)]))
+            GroupLag(f"g{g}", t + i * 15_000, (g * 7919 + i * 104729) % 100_000)
+            for g in range(50) for i in range(240)]))
     store.maintain(NOW, retention_ms=7 * 24 * HOUR_MS, max_bytes=1 << 30)
     full = store.lag("k", "g1", NOW - 25 * HOUR_MS)
-    assert store.size_bytes() > 640 << 10
-    store.maintain(NOW, retention_ms=7 * 24 * HOUR_MS, max_bytes=512 << 10)
+    assert store.size_bytes() > 512 << 10
+    store.maintain(NOW, retention_ms=7 * 24 * HOUR_MS, max_bytes=384 << 10)
     kept = store.lag("k", "g1", NOW - 25 * HOUR_MS)
     assert 0 < len(kept) < len(full) and kept.times[-1] == full.times[-1]
-    assert store.size_bytes() <= 640 << 10
+    assert store.size_bytes() <= 512 << 10
 
 
 def test_one_writer_per_cluster_holds_the_lease_until_it_lapses(tmp_path):
