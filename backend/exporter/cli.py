@@ -15,6 +15,8 @@ from backend.exporter.options import (
     DEFAULT_INTERVAL_S,
     DEFAULT_MAX_GROUPS,
     DEFAULT_PORT,
+    add_group_filter_args,
+    group_filter,
     tcp_port,
 )
 from backend.history.cli import add_recording_args, recording
@@ -49,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-groups", type=positive(int), default=DEFAULT_MAX_GROUPS, metavar="N",
                    help=f"export at most N groups, the first by name; the rest are counted in "
                         f"groupscope_exporter_dropped_groups_total (default {DEFAULT_MAX_GROUPS})")
+    add_group_filter_args(p)
     add_recording_args(p)
 
 
@@ -68,7 +71,8 @@ def _exporter(args: argparse.Namespace) -> int:
             alerts_file=args.alerts, per_partition=args.per_partition,
             max_groups=args.max_groups, interval=args.interval,
             history=recording(args), role="exporter",
-            metrics_access=args.metrics_access) as on:
+            metrics_access=args.metrics_access,
+            include=group_filter(args.groups, args.exclude_groups)) as on:
         starting = False
         print(f"exporting {on.watcher.settings.describe()} read-only: {on.describe()}",
               flush=True)

@@ -80,7 +80,8 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
               max_groups: int = DEFAULT_MAX_GROUPS,
               interval: float = DEFAULT_INTERVAL_S,
               history: Recording | None = None, role: str = "exporter",
-              metrics_access: str | None = None) -> Iterator[AlwaysOn]:
+              metrics_access: str | None = None,
+              include: Callable[[str], bool] | None = None) -> Iterator[AlwaysOn]:
     """Run the overview watcher with its metrics server and alert service for the block.
 
     Raises a one-line error (UserError, PortBusyError, ClusterUnreachable) before starting
@@ -89,7 +90,8 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
     after the alerts file is read, so a typo there is reported before a slow cluster check.
     Whatever was set up is undone in reverse order, on an error or an interrupt at any step
     too; each stop is bounded (see `_bounded`). `history` keeps the memory (`role` names this
-    process as its writer); None keeps the rebalance counters in memory only.
+    process as its writer); None keeps the rebalance counters in memory only. `include`
+    picks the groups watched (`options.group_filter`); None: every group.
     """
     with contextlib.ExitStack() as undo:
         if metrics_access and metrics_port is None:
@@ -105,7 +107,7 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
         memory = recorder(history or Recording(None), role).start()
         undo.callback(_bounded, lambda: memory.close(timeout=HISTORY_STOP_S),
                       HISTORY_STOP_S + 0.5, "memory")
-        watcher = OverviewWatcher(settings, interval=interval, history=memory)
+        watcher = OverviewWatcher(settings, interval=interval, history=memory, include=include)
         undo.callback(_bounded, lambda: watcher.stop(timeout=WATCHER_STOP_S), WATCHER_STOP_S,
                       "overview watcher")
         collector = OverviewCollector(watcher.latest, per_partition=per_partition,

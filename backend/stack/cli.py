@@ -15,7 +15,13 @@ from pathlib import Path
 from backend.cli_common import UserError, add_command, positive
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
 from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
-from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, tcp_port
+from backend.exporter.options import (
+    DEFAULT_ADDRESS,
+    DEFAULT_INTERVAL_S,
+    add_group_filter_args,
+    group_filter,
+    tcp_port,
+)
 from backend.history.cli import add_recording_args, recording
 from backend.kafka.settings import resolve_settings
 from backend.paths import data_dir
@@ -104,6 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=positive(float), default=DEFAULT_INTERVAL_S, metavar="S",
                    help=f"seconds between refreshes of every group, for the Groups page, the "
                         f"memory, /metrics and alerts (default {DEFAULT_INTERVAL_S:g})")
+    add_group_filter_args(p)
     add_recording_args(p)
 
     p = add_command(sub, "soak", _soak,
@@ -213,7 +220,8 @@ def _watch(args: argparse.Namespace) -> int:
     with always_on(settings, metrics_port=args.metrics_port,
                    metrics_address=args.metrics_address, alerts_file=args.alerts,
                    interval=args.interval, history=recording(args), role="watch",
-                   metrics_access=args.metrics_access) as on:
+                   metrics_access=args.metrics_access,
+                   include=group_filter(args.groups, args.exclude_groups)) as on:
         described = on.describe()
         print(f"{where}; {described}" if described else where, flush=True)
         _run_dashboard(port, args.address)

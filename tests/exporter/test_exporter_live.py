@@ -172,19 +172,24 @@ def test_exporter_serves_every_group_and_stops_on_sigterm(
 @pytest.mark.timeout(90)
 def test_without_per_partition_no_partition_series_and_a_taken_port_is_one_line(
         kafka, unique, groupscope):
+    """Also: --groups and --exclude-groups pick the groups watched, by their whole id."""
     topic, group = f"exp-np-{unique}", f"exp-np-group-{unique}"
+    left_out = f"exp-np-other-{unique}"
     create_topic(kafka, topic, 2)
     produce_exactly(kafka, topic, (3, 4))
-    seed_groups(kafka, {group: {(topic, 0): 1, (topic, 1): 1}})
+    seed_groups(kafka, {g: {(topic, 0): 1, (topic, 1): 1} for g in (group, left_out)})
     port = free_port()
     first = groupscope("exporter", "--bootstrap", kafka.bootstrap, "--port", str(port),
-                       "--interval", "1")
+                       "--interval", "1", "--groups", f"exp-np-.*-{unique}",
+                       "--exclude-groups", f"exp-np-other-{unique}")
     wait_serving(first, port)
 
     s = wait_exported(port, 30, cluster=kafka.bootstrap, group=group, topic=topic)
     assert value(s, "groupscope_group_lag_messages", cluster=kafka.bootstrap, group=group,
                  topic=topic) == 5
     assert not [name for name, _ in s if name.startswith("groupscope_partition_")]
+    exported = {dict(labels).get("group") for _name, labels in s} - {None}
+    assert exported == {group}, "only the group --groups takes and --exclude-groups leaves"
 
     second = groupscope("exporter", "--bootstrap", kafka.bootstrap, "--port", str(port))
     err = one_line_error(second)
