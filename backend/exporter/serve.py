@@ -16,18 +16,21 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from backend.alerts import AlertService, load_alerts
 from backend.cli_common import UserError
 from backend.exporter.access import MetricsAccess, load_access
+from backend.exporter.health import HEALTH_PATH, health
 from backend.exporter.metrics import OverviewCollector
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
 from backend.exporter.shared import process_watcher, register_process_watcher
@@ -115,7 +118,9 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
                                       counters=memory.counters)
         url = None
         if metrics_port is not None:
-            server = _serve_metrics(collector, metrics_address, metrics_port, access)
+            server = _serve_metrics(
+                collector, metrics_address, metrics_port, access,
+                lambda: health(watcher.latest(), int(time.time() * 1000), interval))
             undo.callback(_close_server, server)
             url = _url(metrics_address, server.server_port, access is not None and access.tls)
         watcher.add_listener(collector.observe)
@@ -153,12 +158,25 @@ class _QuietHandler(WSGIRequestHandler):
         """No line per scrape on stderr (prometheus_client's own server is as quiet)."""
 
 
-def _serve_guarded(registry: CollectorRegistry, address: str, port: int,
-                   access: MetricsAccess) -> WSGIServer:
-    """prometheus_client's WSGI app behind `access` (credentials, TLS), on a threading WSGI
-    server of its own on a daemon thread: its start_http_server takes TLS but no credentials."""
+def _serve(registry: CollectorRegistry, address: str, port: int,
+           access: MetricsAccess | None, health: Callable[[], tuple[int, str]]) -> WSGIServer:
+    """prometheus_client's WSGI app (behind `access`'s credentials and TLS when given) and
+    `/healthz` (never behind credentials: a probe carries none), on a threading WSGI server
+    of its own on a daemon thread: prometheus_client's start_http_server serves one app and
+    takes no credentials."""
 
-    tls = access.ssl_context() if access.tls else None
+    tls = access.ssl_context() if access is not None and access.tls else None
+    metrics = make_wsgi_app(registry)
+    if access is not None:
+        metrics = access.guard(metrics)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != HEALTH_PATH:
+            return metrics(environ, start_response)
+        code, line = health()
+        start_response(f"{code} {HTTPStatus(code).phrase}",
+                       [("Content-Type", "text/plain; charset=utf-8")])
+        return [line.encode() + b"\n"]
 
     class Server(ThreadingWSGIServer):
         address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -178,32 +196,27 @@ def _serve_guarded(registry: CollectorRegistry, address: str, port: int,
             finally:
                 wrapped.close()
 
-    server = make_server(address, port, access.guard(make_wsgi_app(registry)), Server,
-                         handler_class=_QuietHandler)
+    server = make_server(address, port, app, Server, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="metrics-server", daemon=True).start()
     return server
 
 
 def _serve_metrics(collector: OverviewCollector, address: str, port: int,
-                   access: MetricsAccess | None = None) -> WSGIServer:
-    """prometheus_client's own WSGI server on a daemon thread, serving only this registry
-    (the collector and the process's CPU, memory and file descriptors); behind TLS and
-    credentials when `access` asks for them."""
+                   access: MetricsAccess | None, health: Callable[[], tuple[int, str]]
+                   ) -> WSGIServer:
+    """/metrics of this registry only (the collector and the process's CPU, memory and file
+    descriptors) and /healthz; behind TLS and credentials when `access` asks for them."""
     registry = CollectorRegistry()
     registry.register(collector)
     ProcessCollector(registry=registry)
     try:
-        if access is None:
-            server, _thread = start_http_server(port, address, registry=registry)
-        else:
-            server = _serve_guarded(registry, address, port, access)
+        return _serve(registry, address, port, access, health)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortBusyError(address, port, "metrics server") from None
         reason = exc.strerror or str(exc)
         raise UserError(f"cannot serve metrics on {address} port {port}: {reason}; "
                         f"check --metrics-address / --address") from None
-    return server
 
 
 _WILDCARDS = ("0.0.0.0", "::", "")

@@ -14,7 +14,7 @@ import pytest
 
 from backend.cli_common import UserError
 from backend.exporter.access import load_access
-from backend.netutil import free_port
+from backend.netutil import free_port, wait_until
 from tests.exporter.conftest import parse
 from tests.exporter.test_exporter_live import one_line_error, wait_serving
 from tests.tlsutil import make_ca
@@ -132,6 +132,11 @@ def test_the_exporter_serves_metrics_over_tls_to_the_scraper_with_the_password(
     samples = parse(body)  # prometheus_client's own parser reads every line
     assert any(name.startswith("groupscope_") for name, _ in samples), sorted(samples)[:5]
     assert get("Basic " + base64.b64encode(b"prometheus:guess").decode())[0] == 401
+    # the probe's /healthz asks no credentials and says nothing but whether it reads
+    url = f"https://127.0.0.1:{port}/healthz"
+    status, line = wait_until(lambda: (lambda got: got if got[0] == 200 else None)(get(None)),
+                              30, interval=0.5, what="/healthz ok")
+    assert line.startswith("ok: the last cycle ended") and kafka.bootstrap not in line
     with pytest.raises(OSError):  # plain HTTP gets nothing from a TLS port (reset, refused)
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
     with pytest.raises(urllib.error.URLError):  # nor a scraper that does not trust it
