@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "backend.observer.cli",  # snapshot, groups, watch
     "backend.offsets.cli",  # offsets reset, offsets delete
     "backend.chaos.cli",  # chaos
+    "backend.lab.cli",  # lab
     "backend.exporter.cli",  # exporter
     "backend.history.cli",  # history
 )

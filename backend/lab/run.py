@@ -1,0 +1,275 @@
+"""One lab run: a topic, one group per protocol, one event to all of them at once, the scores.
+
+Every group's members are real `groupscope replica` processes (the supervisor's
+`ReplicaPool`, as in the demo and the chaos run), all reading the same topic that the real
+`FleetSimulator` fills. The run waits until every partition of every group is processed,
+takes a baseline (each group's normal cadence), applies the event to every group within a few
+milliseconds, and watches the summaries changelogs until every group processes every
+partition again and has done so for a quiet spell. Then `measure.score` says what each
+protocol's rebalance cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.contracts import summaries_topic
+from backend.contracts.control import ReplicaOptions
+from backend.contracts.lab import (
+    ADD,
+    BOUNCE,
+    DEFAULT_LAB_PROTOCOLS,
+    KILL,
+    LAB_PROTOCOLS,
+    PARTITIONS,
+    STOP,
+    Score,
+)
+from backend.fleet.simulator import FleetSimulator
+from backend.kafka.settings import KafkaSettings
+from backend.kafka.topics import add_partitions, ensure_topics
+from backend.lab.measure import batches, cadence, score
+from backend.lab.tail import ProcessedTail
+from backend.supervisor.processes import LaunchConfig, ReplicaPool
+
+Progress = Callable[[str], None]
+WARM_WINDOW_S = 6.0  # the start-up's rebalances are over when a window this long is calm
+WARM_SCAN = 50_000  # the latest writes looked at for it (a few seconds' worth at most)
+
+
+class LabError(RuntimeError):
+    """The lab could not measure: the message says what did not happen in time."""
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    protocols: tuple[str, ...] = DEFAULT_LAB_PROTOCOLS
+    event: str = KILL
+    partitions: int = 6
+    replicas: int = 3
+    streams: int | None = None  # None: four a partition, at least 24
+    rate: float = 300.0  # msg/s into the topic; every group reads all of it
+    baseline_s: float = 8.0  # the normal cadence is measured over this before the event
+    quiet_s: float = 5.0  # every partition processing for this long ends the measurement
+    max_window_s: float = 120.0  # the measurement ends here even if a group never recovers
+    warm_timeout_s: float = 180.0  # every replica up and every partition processed within
+    batch_ms: int = 500
+    added_partitions: int | None = None  # the `partitions` event grows to this (default 2×)
+    name: str = ""
+
+    @property
+    def stream_count(self) -> int:
+        return self.streams if self.streams is not None else max(24, 4 * self.partitions)
+
+
+@dataclass
+class _Group:
+    lab: str
+    group: str
+    pool: ReplicaPool
+    bounce: list[str] = field(default_factory=list)  # still to restart, in order
+    bouncing: tuple[str, int, float] | None = None  # name, its restarts before, asked at
+    victim: str | None = None
+    added: str | None = None
+    silence_ms: float = 4000.0  # a partition this long without a batch is stalled
+
+
+@dataclass(frozen=True)
+class LabResult:
+    name: str
+    topic: str
+    event: str
+    scores: tuple[Score, ...]
+    window_s: float  # how long after the event it was measured
+    notes: tuple[str, ...] = ()
+
+
+class LabRun:
+    def __init__(self, settings: KafkaSettings, spark_remote: str | None, config: LabConfig,
+                 log_dir: Path, kafka_config: str | None = None,
+                 progress: Progress = print) -> None:
+        unknown = [p for p in config.protocols if p not in LAB_PROTOCOLS]
+        if unknown or not config.protocols:
+            raise ValueError(f"unknown lab protocols {unknown}; choose from "
+                             f"{', '.join(LAB_PROTOCOLS)}")
+        self.settings = settings
+        self.config = config
+        self.name = config.name or f"lab-{int(time.time())}"
+        self.topic = f"{self.name}-telemetry"
+        self.progress = progress
+        self.groups = [
+            _Group(lab, f"{self.name}-{lab}", ReplicaPool(
+                LaunchConfig(group=f"{self.name}-{lab}", topic=self.topic,
+                             bootstrap=settings.bootstrap, kafka_config=kafka_config,
+                             spark_remote=spark_remote, log_dir=log_dir / lab,
+                             extra_args=("--batch-ms", str(config.batch_ms))),
+                options=_options(lab), max_replicas=config.replicas + 2))
+            for lab in config.protocols]
+
+    def execute(self) -> LabResult:
+        cfg = self.config
+        for g in self.groups:
+            ensure_topics(self.settings, group=g.group, topic=self.topic,
+                          partitions=cfg.partitions)
+        tail = ProcessedTail(self.settings, [g.group for g in self.groups])
+        fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.stream_count,
+                               rate=cfg.rate)
+        try:
+            fleet.start()
+            for g in self.groups:
+                g.pool.scale(cfg.replicas)
+            self.progress(f"lab: {len(self.groups)} groups of {cfg.replicas} replicas on "
+                          f"{self.topic} ({cfg.partitions} partitions, {cfg.rate:.0f} msg/s)")
+            self._warm(tail)
+            baseline_from = _now_ms()
+            self._sleep_reading(tail, cfg.baseline_s)
+            event_ms = _now_ms()
+            for g in self.groups:
+                found = cadence(batches(tail.writes[g.group]), baseline_from, event_ms)
+                g.silence_ms = found.silence_ms if found is not None else g.silence_ms
+            self._apply(tail)
+            self.progress(f"lab: {cfg.event} applied to every group")
+            until_ms = self._settle(tail, event_ms)
+            try:
+                scores = tuple(score(g.lab, tail.writes[g.group], baseline_from, event_ms,
+                                     until_ms, victim=g.victim, stops=tail.stops[g.group])
+                               for g in self.groups)
+            except ValueError as exc:
+                raise LabError(str(exc)) from None
+            notes = tuple(note for g in self.groups for note in self._notes(g))
+            return LabResult(self.name, self.topic, cfg.event, scores,
+                             round((until_ms - event_ms) / 1000, 1), notes)
+        finally:
+            fleet.stop()
+            for g in self.groups:
+                g.pool.shutdown()
+            tail.close()
+
+    # ---- phases ------------------------------------------------------------------------
+
+    def _warm(self, tail: ProcessedTail) -> None:
+        """Until, in every group, each replica processed a batch and each partition three
+        within the last WARM_WINDOW_S: the joins of the start-up are over."""
+        deadline = time.monotonic() + self.config.warm_timeout_s
+        while time.monotonic() < deadline:
+            tail.read()
+            since = _now_ms() - int(WARM_WINDOW_S * 1000)
+            if all(self._warm_group(tail, g, since) for g in self.groups):
+                return
+        since = _now_ms() - int(WARM_WINDOW_S * 1000)
+        cold = [g.lab for g in self.groups if not self._warm_group(tail, g, since)]
+        raise LabError(f"groups {', '.join(cold)} did not process every partition within "
+                       f"{self.config.warm_timeout_s:.0f}s (replica logs under the lab's "
+                       f"log directory say why)")
+
+    def _warm_group(self, tail: ProcessedTail, g: _Group, since: int) -> bool:
+        writes = [w for w in reversed(tail.writes[g.group][-WARM_SCAN:]) if w.t_ms > since]
+        names = {w.replica for w in writes}
+        if len(names) < min(self.config.replicas, self.config.partitions):
+            return False
+        counts: dict[int, set[int]] = {}
+        for w in writes:
+            counts.setdefault(w.partition, set()).add(w.t_ms)
+        return len(counts) >= self.config.partitions and all(
+            len(ts) >= 3 for ts in counts.values())
+
+    def _apply(self, tail: ProcessedTail) -> None:
+        event = self.config.event
+        if event == PARTITIONS:
+            grown = self.config.added_partitions or 2 * self.config.partitions
+            for g in self.groups:  # the changelogs first: co-partitioned when a member sees it
+                add_partitions(self.settings, summaries_topic(g.group), grown)
+            add_partitions(self.settings, self.topic, grown)
+            return
+        for g in self.groups:
+            first = g.pool.live_names()[0]
+            if event == KILL:
+                g.victim = g.pool.kill(first).name
+            elif event == STOP:
+                g.victim = g.pool.stop(first).name
+            elif event == ADD:
+                g.added = g.pool.start().name
+            elif event == BOUNCE:
+                g.bounce = list(g.pool.live_names())
+                self._bounce_next(g)
+
+    def _bounce_next(self, g: _Group) -> None:
+        name = g.bounce.pop(0)
+        g.bouncing = (name, g.pool.get(name).restarts, time.time())
+        g.pool.restart(name)
+
+    def _settle(self, tail: ProcessedTail, event_ms: int) -> int:
+        """Read until every group is done with the event and every measured partition has
+        processed within its stall limit for `quiet_s`; the end of the measurement."""
+        cfg = self.config
+        deadline = time.monotonic() + cfg.max_window_s
+        quiet_since: float | None = None
+        next_note = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            tail.read()
+            now = time.monotonic()
+            waiting = [g.lab for g in self.groups if not self._done(tail, g, event_ms)]
+            if not waiting:
+                quiet_since = quiet_since or now
+                if now - quiet_since >= cfg.quiet_s:
+                    return _now_ms()
+            else:
+                quiet_since = None
+            if now >= next_note:
+                next_note = now + 10
+                self.progress(f"lab: {(_now_ms() - event_ms) / 1000:4.0f}s after the event, "
+                              f"waiting for {', '.join(waiting) or 'a quiet spell'}")
+        self.progress(f"lab: the measurement ends at {cfg.max_window_s:.0f}s with a group "
+                      "still stalled")
+        return _now_ms()
+
+    def _done(self, tail: ProcessedTail, g: _Group, event_ms: int) -> bool:
+        """The group is over the event: what the event asked of it happened, and every
+        partition processed a batch within the stall limit of now."""
+        if g.bouncing is not None:
+            name, restarts, asked = g.bouncing
+            info = g.pool.get(name)
+            if info.restarts <= restarts or not info.alive or not _wrote_since(
+                    tail, g.group, name, (info.started_at or asked) * 1000):
+                return False
+            if g.bounce:
+                self._bounce_next(g)
+                return False
+            g.bouncing = None
+        if g.added is not None and not _wrote_since(tail, g.group, g.added, event_ms):
+            return False
+        latest = tail.latest[g.group]
+        if self.config.event == PARTITIONS:
+            grown = self.config.added_partitions or 2 * self.config.partitions
+            if len([p for p, t in latest.items() if t > event_ms]) < grown:
+                return False
+        now = _now_ms()
+        return bool(latest) and all(now - t <= g.silence_ms for t in latest.values())
+
+    def _notes(self, g: _Group) -> list[str]:
+        if g.victim:
+            return [f"{g.lab}: {self.config.event} hit {g.victim}"]
+        if g.added:
+            return [f"{g.lab}: {g.added} added"]
+        return []
+
+    def _sleep_reading(self, tail: ProcessedTail, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            tail.read()
+
+
+def _options(lab: str) -> ReplicaOptions:
+    p = LAB_PROTOCOLS[lab]
+    return ReplicaOptions(protocol=p.protocol, assignor=p.assignor, static=p.static)
+
+
+def _wrote_since(tail: ProcessedTail, group: str, replica: str, since_ms: float) -> bool:
+    return tail.by_replica[group].get(replica, 0) > since_ms
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
