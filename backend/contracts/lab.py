@@ -71,7 +71,8 @@ STALL_RULE = (
     "time and the replica's name; before the event they give the group's normal cadence (the "
     "median time between a partition's batches) and its longest usual gap (the 95th "
     "percentile). A partition stalls when its processing was stopped (its replica gave it up "
-    "in a rebalance, lost it, or was killed or stopped) or when it went more than "
+    "in a rebalance, lost it, or was killed or stopped: the partition is counted as stopped) "
+    "or when it went more than "
     f"{STALL_FACTOR:g} longest usual gaps without a batch; the stall is how much longer than "
     "the normal cadence it then waited for its next batch. The stopwatch runs from the event "
     "until the last stalled partition processes again.")
@@ -84,6 +85,7 @@ class Score:
     lab: str  # a LAB_PROTOCOLS name
     partitions: int  # partitions measured (those with writes before the event)
     cadence_s: float  # the group's normal (median) time between two batches of a partition
+    stopped: int  # partitions whose processing was stopped (given up, lost, its replica hit)
     stalled: int  # partitions that stalled
     stalled_s: float  # partition-seconds stalled
     longest_s: float  # the longest single stall
@@ -92,6 +94,7 @@ class Score:
     recovered_s: float | None
     moved: int  # hand-offs: a partition's batch processed by another replica than its last
     twice: int  # records processed a second time (the summaries' duplicate counts grew)
+    stopped_partitions: tuple[int, ...] = ()
     stalled_partitions: tuple[int, ...] = ()
     # kill / stop: the partitions the replica it hit processed last before the event
     victim_partitions: tuple[int, ...] = ()

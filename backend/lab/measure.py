@@ -102,6 +102,7 @@ def score(lab: str, writes: Iterable[Processed], baseline_from_ms: int, event_ms
                          "normal cadence to measure a stall against")
     measured = moved = 0
     stalled: list[int] = []
+    stopped: list[int] = []
     hit: list[int] = []
     stalled_ms = longest_ms = 0.0
     recovered_ms: float | None = 0.0
@@ -118,11 +119,15 @@ def score(lab: str, writes: Iterable[Processed], baseline_from_ms: int, event_ms
         halted = sorted([(s.t_ms, s.replica) for s in stop_list if s.partition == partition]
                         + ([(event_ms, victim)] if victim is not None else []))
         stalls = []
+        halts = 0
         for start, end in zip(chain, ends, strict=True):
-            stopped = any(start.t_ms <= t <= end and who == start.replica for t, who in halted)
+            halt = any(start.t_ms <= t <= end and who == start.replica for t, who in halted)
+            halts += halt
             extra = end - start.t_ms - rhythm.typical_ms
-            if extra > 0 and (stopped or end - start.t_ms > rhythm.silence_ms):
+            if extra > 0 and (halt or end - start.t_ms > rhythm.silence_ms):
                 stalls.append((extra, end))
+        if halts:
+            stopped.append(partition)
         if not stalls:
             continue
         stalled.append(partition)
@@ -133,11 +138,12 @@ def score(lab: str, writes: Iterable[Processed], baseline_from_ms: int, event_ms
             recovered_ms = None if last_end == until_ms and chain[-1].t_ms < until_ms \
                 else max(recovered_ms, last_end - event_ms)
     return Score(lab=lab, partitions=measured, cadence_s=round(rhythm.typical_ms / 1000, 3),
-                 stalled=len(stalled), stalled_s=round(stalled_ms / 1000, 2),
+                 stopped=len(stopped), stalled=len(stalled), stalled_s=round(stalled_ms / 1000, 2),
                  longest_s=round(longest_ms / 1000, 2),
                  recovered_s=None if recovered_ms is None else round(recovered_ms / 1000, 2),
                  moved=moved, twice=processed_twice(writes, event_ms, until_ms),
-                 stalled_partitions=tuple(stalled), victim_partitions=tuple(hit))
+                 stopped_partitions=tuple(stopped), stalled_partitions=tuple(stalled),
+                 victim_partitions=tuple(hit))
 
 
 def processed_twice(writes: Iterable[Processed], event_ms: int, until_ms: int) -> int:

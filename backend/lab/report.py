@@ -12,6 +12,7 @@ from backend.lab.run import LabConfig, LabResult
 
 # (column, Score field, unit): the scoreboard's columns, in order
 COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("stopped", "stopped", ""),
     ("stalled", "stalled", ""),
     ("partition-s stalled", "stalled_s", " s"),
     ("longest stall", "longest_s", " s"),

@@ -28,7 +28,8 @@ from backend.contracts.lab import (
     STOP,
     Score,
 )
-from backend.fleet.simulator import FleetSimulator
+from backend.fleet.simulator import FleetSimulator, stream_ids
+from backend.kafka.partitioner import partition_for
 from backend.kafka.settings import KafkaSettings
 from backend.kafka.topics import add_partitions, ensure_topics
 from backend.lab.measure import batches, cadence, score
@@ -100,6 +101,9 @@ class LabRun:
         self.name = config.name or f"lab-{int(time.time())}"
         self.topic = f"{self.name}-telemetry"
         self.progress = progress
+        # the partitions the cars' keys land on: a partition no car hashes to has no batches
+        self.fed = len({partition_for(s, config.partitions)
+                        for s in stream_ids(config.stream_count)})
         self.groups = [
             _Group(lab, f"{self.name}-{lab}", ReplicaPool(
                 LaunchConfig(group=f"{self.name}-{lab}", topic=self.topic,
@@ -154,11 +158,16 @@ class LabRun:
         """Until, in every group, each replica processed a batch and each partition three
         within the last WARM_WINDOW_S: the joins of the start-up are over."""
         deadline = time.monotonic() + self.config.warm_timeout_s
+        next_note = time.monotonic() + 10
         while time.monotonic() < deadline:
             tail.read()
             since = _now_ms() - int(WARM_WINDOW_S * 1000)
             if all(self._warm_group(tail, g, since) for g in self.groups):
                 return
+            if time.monotonic() >= next_note:
+                next_note = time.monotonic() + 10
+                self.progress("lab: warming up: " + "; ".join(
+                    f"{g.lab} {self._warmth(tail, g, since)}" for g in self.groups))
         since = _now_ms() - int(WARM_WINDOW_S * 1000)
         cold = [g.lab for g in self.groups if not self._warm_group(tail, g, since)]
         raise LabError(f"groups {', '.join(cold)} did not process every partition within "
@@ -166,15 +175,23 @@ class LabRun:
                        f"log directory say why)")
 
     def _warm_group(self, tail: ProcessedTail, g: _Group, since: int) -> bool:
-        writes = [w for w in reversed(tail.writes[g.group][-WARM_SCAN:]) if w.t_ms > since]
-        names = {w.replica for w in writes}
-        if len(names) < min(self.config.replicas, self.config.partitions):
-            return False
+        replicas, partitions = self._warmth_counts(tail, g, since)
+        return (replicas >= min(self.config.replicas, self.config.partitions)
+                and partitions >= self.fed)
+
+    def _warmth_counts(self, tail: ProcessedTail, g: _Group, since: int) -> tuple[int, int]:
+        """(replicas that processed a batch, partitions with three batches) since `since`."""
+        writes = [w for w in tail.writes[g.group][-WARM_SCAN:] if w.t_ms > since]
         counts: dict[int, set[int]] = {}
         for w in writes:
             counts.setdefault(w.partition, set()).add(w.t_ms)
-        return len(counts) >= self.config.partitions and all(
-            len(ts) >= 3 for ts in counts.values())
+        return (len({w.replica for w in writes}),
+                sum(1 for ts in counts.values() if len(ts) >= 3))
+
+    def _warmth(self, tail: ProcessedTail, g: _Group, since: int) -> str:
+        replicas, partitions = self._warmth_counts(tail, g, since)
+        return (f"{replicas}/{self.config.replicas} replicas, "
+                f"{partitions}/{self.fed} partitions with cars steady")
 
     def _apply(self, tail: ProcessedTail) -> None:
         event = self.config.event
@@ -244,7 +261,8 @@ class LabRun:
         latest = tail.latest[g.group]
         if self.config.event == PARTITIONS:
             grown = self.config.added_partitions or 2 * self.config.partitions
-            if len([p for p, t in latest.items() if t > event_ms]) < grown:
+            fed = {partition_for(s, grown) for s in stream_ids(self.config.stream_count)}
+            if not fed <= {p for p, t in latest.items() if t > event_ms}:
                 return False
         now = _now_ms()
         return bool(latest) and all(now - t <= g.silence_ms for t in latest.values())

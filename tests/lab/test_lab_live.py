@@ -29,13 +29,17 @@ def test_a_kill_stalls_the_eager_group_whole_and_elsewhere_only_the_victims_part
     by = {s.lab: s for s in result.scores}
     eager = by["eager"]
     assert eager.partitions == 6 and eager.victim_partitions
-    assert eager.stalled == 6, "an eager rebalance stops every partition"
+    assert eager.stopped == 6, "an eager rebalance stops every partition"
     for lab in ("cooperative", "consumer"):
         s = by[lab]
         assert s.partitions == 6 and s.victim_partitions, lab
+        assert set(s.stopped_partitions) == set(s.victim_partitions), \
+            f"{lab}: only the killed replica's partitions stop"
         assert set(s.stalled_partitions) == set(s.victim_partitions), \
             f"{lab}: only the killed replica's partitions wait"
     for s in result.scores:
+        # the victim's wait a session timeout: a stall whatever else the protocol does
+        assert set(s.victim_partitions) <= set(s.stalled_partitions), s
         assert s.recovered_s is not None and s.recovered_s > 0, s
         assert s.moved >= len(s.victim_partitions), s  # the victim's went to another
 

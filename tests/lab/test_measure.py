@@ -44,8 +44,8 @@ def test_a_group_that_never_paused_has_no_stall_and_no_hand_off() -> None:
     writes = steady(0, "ada", 0, 20_000) + steady(1, "bruno", 250, 20_250)
     s = score("eager", writes, 0, EVENT, 20_000)
     assert (s.partitions, s.cadence_s) == (2, 0.5)
-    assert (s.stalled, s.stalled_s, s.longest_s, s.recovered_s, s.moved, s.twice) == \
-        (0, 0.0, 0.0, 0.0, 0, 0)
+    assert (s.stopped, s.stalled, s.stalled_s, s.longest_s, s.recovered_s, s.moved, s.twice) == \
+        (0, 0, 0.0, 0.0, 0.0, 0, 0)
 
 
 def test_a_killed_owners_partition_stalls_until_another_takes_it() -> None:
@@ -54,7 +54,7 @@ def test_a_killed_owners_partition_stalls_until_another_takes_it() -> None:
               + steady(1, "bruno", 0, 30_000))
     s = score("cooperative", writes, 0, EVENT, 30_000, victim="ada")
     assert s.stalled == 1 and s.moved == 1
-    assert s.stalled_partitions == s.victim_partitions == (0,)
+    assert s.stalled_partitions == s.stopped_partitions == s.victim_partitions == (0,)
     assert s.longest_s == s.stalled_s == pytest.approx(6.0 - 0.5)
     assert s.recovered_s == 6.0
 
@@ -109,13 +109,14 @@ def test_a_partition_given_up_in_a_rebalance_stalls_by_its_extra_wait_however_sh
     assert score("cooperative", writes, 0, EVENT, 20_000).stalled == 0  # no stop: in cadence
 
 
-def test_a_stop_that_cost_no_more_than_a_normal_batch_is_no_stall() -> None:
+def test_a_stop_that_cost_no_more_than_a_normal_batch_is_stopped_but_no_stall() -> None:
     writes = steady(0, "ada", 0, 20_000)
-    assert score("eager", writes, 0, EVENT, 20_000,
-                 stops=[Stopped(12_100, 0, "ada")]).stalled == 0
+    s = score("eager", writes, 0, EVENT, 20_000, stops=[Stopped(12_100, 0, "ada")])
+    assert (s.stopped, s.stalled) == (1, 0)
 
 
 def test_only_the_giving_replicas_stop_counts() -> None:
     writes = steady(0, "ada", 0, 12_000) + steady(0, "ada", 12_900, 20_000)
     stops = [Stopped(12_100, 0, "bruno")]  # another replica's revocation of an older claim
-    assert score("eager", writes, 0, EVENT, 20_000, stops=stops).stalled == 0
+    s = score("eager", writes, 0, EVENT, 20_000, stops=stops)
+    assert (s.stopped, s.stalled) == (0, 0)
