@@ -56,6 +56,10 @@ def table(config: LabConfig, results: list[LabResult]) -> str:
                   f"median [min-max]; {config.replicas} replicas a group, "
                   f"{config.partitions} partitions, {config.rate:.0f} msg/s",
               f"how a stall is measured: {STALL_RULE}"]
+    busy = [r.busy_cores for r in results if r.busy_cores is not None]
+    if busy:
+        lines.append(f"the machine before the event: {spread(busy)} of {results[0].cores} cores "
+                     "busy (the fleet, every replica, Spark and the broker when local)")
     lines += [n for r in results for n in r.notes]
     return "\n".join(lines)
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from backend.contracts import summaries_topic
 from backend.contracts.control import ReplicaOptions
 from backend.contracts.lab import (
@@ -86,6 +88,10 @@ class LabResult:
     scores: tuple[Score, ...]
     window_s: float  # how long after the event it was measured
     notes: tuple[str, ...] = ()
+    # the machine's cores busy during the baseline (everything on it: the fleet, the
+    # replicas, Spark, the broker if local), and how many it has
+    busy_cores: float | None = None
+    cores: int | None = None
 
 
 class LabRun:
@@ -129,7 +135,9 @@ class LabRun:
                           f"{self.topic} ({cfg.partitions} partitions, {cfg.rate:.0f} msg/s)")
             self._warm(tail)
             baseline_from = _now_ms()
+            before = psutil.cpu_times()
             self._sleep_reading(tail, cfg.baseline_s)
+            busy = _busy_cores(before, psutil.cpu_times())
             event_ms = _now_ms()
             for g in self.groups:
                 found = cadence(batches(tail.writes[g.group]), baseline_from, event_ms)
@@ -145,7 +153,8 @@ class LabRun:
                 raise LabError(str(exc)) from None
             notes = tuple(note for g in self.groups for note in self._notes(g))
             return LabResult(self.name, self.topic, cfg.event, scores,
-                             round((until_ms - event_ms) / 1000, 1), notes)
+                             round((until_ms - event_ms) / 1000, 1), notes,
+                             busy_cores=busy, cores=psutil.cpu_count())
         finally:
             fleet.stop()
             for g in self.groups:
@@ -278,6 +287,17 @@ class LabRun:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             tail.read()
+
+
+def _busy_cores(before: object, after: object) -> float:
+    """Cores busy between two psutil.cpu_times() readings (all but idle and iowait)."""
+    def split(t: object) -> tuple[float, float]:
+        total = sum(getattr(t, f) for f in t._fields)  # type: ignore[attr-defined]
+        return total, getattr(t, "idle", 0.0) + getattr(t, "iowait", 0.0)
+
+    (t0, i0), (t1, i1) = split(before), split(after)
+    cores = psutil.cpu_count() or 1
+    return round(cores * (1 - (i1 - i0) / max(t1 - t0, 1e-9)), 2)
 
 
 def _options(lab: str) -> ReplicaOptions:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import pytest
 
 from backend.contracts.lab import STALL_FACTOR
+from backend.lab import run
 from backend.lab.measure import (
     Processed,
     Stopped,
@@ -120,3 +123,10 @@ def test_only_the_giving_replicas_stop_counts() -> None:
     stops = [Stopped(12_100, 0, "bruno")]  # another replica's revocation of an older claim
     s = score("eager", writes, 0, EVENT, 20_000, stops=stops)
     assert (s.stopped, s.stalled) == (0, 0)
+
+
+def test_busy_cores_are_the_share_of_time_not_idle_times_the_cores(monkeypatch) -> None:
+    Times = namedtuple("Times", "user system idle iowait")
+    monkeypatch.setattr(run.psutil, "cpu_count", lambda: 2)
+    before, after = Times(10, 5, 80, 5), Times(40, 15, 120, 5)  # 40 of 80 s busy
+    assert run._busy_cores(before, after) == 1.0
