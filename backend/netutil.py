@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -29,6 +30,16 @@ class PortBusyError(RuntimeError):
             f"stop whatever holds it or choose another port"
         )
         self.port = port
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a listen address reaches this machine only (`localhost`, 127.0.0.0/8, ::1)."""
+    if address.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 def promised_ports() -> set[int]:

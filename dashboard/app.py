@@ -16,7 +16,7 @@ if _ROOT not in sys.path:  # streamlit puts dashboard/ on sys.path, not the repo
 
 import streamlit as st  # noqa: E402
 
-from dashboard.context import offset_writes_env, read_only_env  # noqa: E402
+from dashboard.context import offset_writes_env, open_to_all_env, read_only_env  # noqa: E402
 from dashboard.presenter import Role, session_role  # noqa: E402
 from dashboard.theme import CSS, PROJECTOR_CSS, PROJECTOR_KEY, PROJECTOR_QUERY  # noqa: E402
 
@@ -60,4 +60,7 @@ else:
     if session_role() is not Role.PRESENTER:
         pages.remove(watch)
 
+if open_to_all_env():
+    st.caption(":material/public: Open to everyone who can reach this address: no sign-in "
+               "(`groupscope watch --no-auth`).")
 st.navigation(pages, position="top").run()

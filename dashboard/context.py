@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+from backend.contracts.room import ENV_OPEN_TO_ALL
 from dashboard.checks import ClusterTarget
 
 ENV_GROUP = "GROUPSCOPE_GROUP"
@@ -40,6 +41,11 @@ def read_only_env() -> bool:
 def offset_writes_env() -> bool:
     """Offset writes allowed: only in watch mode, and only when asked for."""
     return read_only_env() and os.environ.get(ENV_OFFSET_WRITES, "") == "1"
+
+
+def open_to_all_env() -> bool:
+    """`watch --no-auth` beyond loopback: whoever reaches the page sees every group."""
+    return os.environ.get(ENV_OPEN_TO_ALL, "") == "1"
 
 
 def env_context() -> ViewContext:

@@ -17,6 +17,8 @@ ROOM_FILE = "room.json"
 SPARK_TOKEN_FILE = "room.spark-token"
 PASSCODE_FILE = "room.passcode"
 ENV_ROOM_ADDRESS = "GROUPSCOPE_ROOM_ADDRESS"  # set for every process `up --room` starts
+# set by `watch --address <not loopback> --no-auth`: every page says it is open to everyone
+ENV_OPEN_TO_ALL = "GROUPSCOPE_OPEN_TO_ALL"
 PASSCODE_TRIES = 5  # wrong passcodes from one address before it is locked out
 PASSCODE_LOCKOUT_S = 300.0
 

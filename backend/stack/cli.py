@@ -14,7 +14,7 @@ from pathlib import Path
 
 from backend.cli_common import UserError, add_command, positive
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
-from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
+from backend.contracts.room import ENV_OPEN_TO_ALL, ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
 from backend.exporter.options import (
     DEFAULT_ADDRESS,
     DEFAULT_INTERVAL_S,
@@ -24,6 +24,7 @@ from backend.exporter.options import (
 )
 from backend.history.cli import add_recording_args, recording
 from backend.kafka.settings import resolve_settings
+from backend.netutil import is_loopback
 from backend.paths import data_dir
 from backend.proc import StopSignals
 from backend.stack.procfile import REPO_ROOT
@@ -94,7 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1: this machine only; "
-                        "0.0.0.0 for every interface)")
+                        "0.0.0.0 for every interface, which needs --no-auth)")
+    p.add_argument("--no-auth", action="store_true",
+                   help="serve beyond this machine with no sign-in, on purpose: everyone who "
+                        "can reach --address sees every group (said at start and on the page)")
     p.add_argument("--metrics-port", type=tcp_port, metavar="N",
                    help="also serve Prometheus /metrics of every group on port N from the "
                         "start, as `groupscope exporter` does")
@@ -198,10 +202,17 @@ def _watch(args: argparse.Namespace) -> int:
     starts, so a bad line is a one-line error rather than a page error."""
     from backend.stack.config import StackConfig
 
+    open_to_all = not is_loopback(args.address)
+    if open_to_all and not args.no_auth:
+        raise UserError(f"--address {args.address} would show every group of the cluster to "
+                        f"whoever reaches it, and watch has no sign-in yet: keep the default "
+                        f"127.0.0.1 (a reverse proxy with sign-in in front of it), or give "
+                        f"--no-auth to serve it open on purpose")
     config = str(Path(args.kafka_config).expanduser().resolve()) if args.kafka_config else None
     settings = resolve_settings(args.bootstrap, config)
     os.environ.update({"GROUPSCOPE_READONLY": "1", "GROUPSCOPE_BOOTSTRAP": settings.bootstrap,
-                       "GROUPSCOPE_OFFSET_WRITES": "1" if args.allow_offset_writes else ""})
+                       "GROUPSCOPE_OFFSET_WRITES": "1" if args.allow_offset_writes else "",
+                       ENV_OPEN_TO_ALL: "1" if open_to_all else ""})
     if config:
         os.environ["GROUPSCOPE_KAFKA_CONFIG"] = config
     if args.group:
@@ -211,7 +222,9 @@ def _watch(args: argparse.Namespace) -> int:
     mode = ("read-only but for the Offsets page (this machine's browser only)"
             if args.allow_offset_writes else "read-only")
     where = (f"watching {settings.describe()} {mode} at http://{shown}:{port}"
-             + (" (and on every interface)" if args.address == "0.0.0.0" else ""))
+             + (" (and on every interface)" if args.address == "0.0.0.0" else "")
+             + (", open to everyone who can reach it: no sign-in (--no-auth)"
+                if open_to_all else ""))
     # always on, browser or not: the watcher (and its memory, /metrics and alerts when asked
     # for) start before Streamlit, which then runs in this process so the pages read the
     # same watcher

@@ -30,9 +30,11 @@ def test_watch_serves_metrics_from_the_start_and_sigterm_leaves_nothing(
     produce_exactly(kafka, topic, (6, 9))
     seed_groups(kafka, {group: {(topic, 0): 1, (topic, 1): 9}})
     web, metrics = free_port(), free_port()
+    # beyond loopback only with --no-auth (refused without it: below), and then said so
     cmd = groupscope("watch", "--bootstrap", kafka.bootstrap, "--port", str(web),
-                     "--metrics-port", str(metrics))
+                     "--metrics-port", str(metrics), "--address", "0.0.0.0", "--no-auth")
     wait_serving(cmd, metrics)
+    assert "open to everyone who can reach it: no sign-in (--no-auth)" in cmd.stdout()
 
     s = wait_exported(metrics, 60, cluster=kafka.bootstrap, group=group, topic=topic)
     assert value(s, "groupscope_group_lag_messages", cluster=kafka.bootstrap, group=group,
@@ -57,3 +59,14 @@ def test_watch_serves_metrics_from_the_start_and_sigterm_leaves_nothing(
     _, alive = psutil.wait_procs(family, timeout=5)
     assert not alive
     assert not port_open("127.0.0.1", web) and not port_open("127.0.0.1", metrics)
+
+
+def test_watch_beyond_loopback_without_no_auth_is_refused_before_anything_starts(
+        groupscope) -> None:
+    web = free_port()
+    cmd = groupscope("watch", "--bootstrap", f"127.0.0.1:{free_port()}", "--port", str(web),
+                     "--address", "0.0.0.0")
+    assert cmd.proc.wait(30) == 2, cmd.stderr()
+    err = cmd.stderr().strip()
+    assert err.startswith("groupscope watch: --address 0.0.0.0") and "--no-auth" in err, err
+    assert "\n" not in err and not port_open("127.0.0.1", web)

@@ -69,3 +69,12 @@ def test_real_free_ports_are_distinct_and_bindable():
     assert len(set(ports)) == len(ports)
     for port in ports[:5]:
         netutil.ensure_port_free("127.0.0.1", port, "test")
+
+
+@pytest.mark.parametrize(("address", "loopback"), [
+    ("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True),
+    ("localhost", True), ("0.0.0.0", False), ("::", False), ("192.168.1.10", False),
+    ("watch.example.com", False),
+])
+def test_only_addresses_that_reach_this_machine_alone_are_loopback(address, loopback) -> None:
+    assert netutil.is_loopback(address) is loopback
