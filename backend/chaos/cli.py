@@ -14,7 +14,7 @@ from backend.contracts import COMMIT_MODES, commit_help
 from backend.contracts.control import DEFAULT_PROTOCOL, PROTOCOL_ASSIGNORS
 from backend.kafka.settings import resolve_settings
 from backend.paths import data_dir
-from backend.spark.session import EngineUnavailable, check_engine, spark_remote
+from backend.spark.session import answering_engine
 
 CHAOS_HELP = "kill, stop, start and scale replicas under load; verify nothing is lost"
 CHAOS = ("Runs real replicas on a fresh topic and group, produces telemetry, and "
@@ -87,11 +87,7 @@ def _chaos(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     settings = resolve_settings(args.bootstrap, args.kafka_config)
     settings.check_reachable(timeout=10.0)
-    remote = spark_remote(args.spark_remote)
-    try:
-        check_engine(remote)
-    except EngineUnavailable as exc:
-        raise UserError(f"{exc} (start it with `groupscope up` or `groupscope spark`)") from None
+    remote = answering_engine(args.spark_remote)
     brokers = None
     if args.broker_kills:
         from backend.broker.nodes import ClusterError, MailboxCluster

@@ -18,7 +18,7 @@ from backend.contracts.lab import (
 )
 from backend.kafka.settings import resolve_settings
 from backend.paths import data_dir
-from backend.spark.session import EngineUnavailable, check_engine, spark_remote
+from backend.spark.session import answering_engine
 
 LAB_HELP = "the rebalance protocols side by side: one event, every group, a scoreboard"
 LAB = ("Runs one group of real replicas per protocol on one fresh topic, applies one event to "
@@ -77,11 +77,7 @@ def _lab(args: argparse.Namespace) -> int:
 
     settings = resolve_settings(args.bootstrap, args.kafka_config)
     settings.check_reachable(timeout=10.0)
-    remote = spark_remote(args.spark_remote)
-    try:
-        check_engine(remote)
-    except EngineUnavailable as exc:
-        raise UserError(f"{exc} (start it with `groupscope up` or `groupscope spark`)") from None
+    remote = answering_engine(args.spark_remote)
     name = args.name or f"lab-{int(time.time())}"
     kafka_config = args.kafka_config or os.environ.get("GROUPSCOPE_KAFKA_CONFIG") or None
     results = []

@@ -10,6 +10,7 @@ import contextlib
 import os
 import warnings
 
+from backend.cli_common import UserError
 from backend.contracts.room import ENV_ROOM_ADDRESS, SPARK_TOKEN_FILE, read_secret
 from backend.errors import one_line
 from backend.netutil import port_open
@@ -34,6 +35,17 @@ def spark_remote(remote: str | None = None) -> str:
     """Explicit > SPARK_REMOTE > the embedded server on GROUPSCOPE_SPARK_PORT."""
     port = os.environ.get("GROUPSCOPE_SPARK_PORT", str(DEFAULT_PORT))
     return remote or os.environ.get(ENV_REMOTE) or f"sc://127.0.0.1:{port}"
+
+
+def answering_engine(remote: str | None = None) -> str:
+    """The engine a command runs replicas against (`spark_remote`), checked answering;
+    UserError in one line naming how to start one otherwise (`chaos`, `lab`)."""
+    url = spark_remote(remote)
+    try:
+        check_engine(url)
+    except EngineUnavailable as exc:
+        raise UserError(f"{exc} (start it with `groupscope up` or `groupscope spark`)") from None
+    return url
 
 
 def spark_token(token: str | None = None) -> str | None:

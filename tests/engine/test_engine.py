@@ -12,10 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from backend.cli_common import UserError
 from backend.netutil import free_port
 from backend.proc import run as run_process
 from backend.spark.executors import ENV_UI, ExecutorsProbe, executors_at
-from backend.spark.session import EngineUnavailable, check_engine, connect
+from backend.spark.session import EngineUnavailable, answering_engine, check_engine, connect
 
 
 def test_spark_connect_query_returns_the_right_answer(spark_remote):
@@ -114,3 +115,8 @@ def test_executors_of_an_engine_that_is_gone_are_one_line(monkeypatch):
     monkeypatch.setenv(ENV_UI, dead)  # told where the UI is: no Connect session is opened
     with pytest.raises(EngineUnavailable, match="did not list executors"):
         ExecutorsProbe(f"sc://127.0.0.1:{free_port()}")()
+
+
+def test_a_command_without_an_answering_engine_is_one_line_saying_how_to_start_one() -> None:
+    with pytest.raises(UserError, match=r"start it with `groupscope up` or `groupscope spark`"):
+        answering_engine(f"sc://127.0.0.1:{free_port()}")
