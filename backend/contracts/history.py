@@ -102,6 +102,24 @@ class Action:
         return ACTION_CAUSES[self.action]
 
 
+# ---- the audit of writes ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One write groupscope made to a cluster (an offsets reset or delete), as the memory
+    keeps it: who asked, through what, on which cluster and group, every partition's
+    before → after, and the partitions the broker refused."""
+
+    ts_ms: int
+    user: str  # the signed-in user, else the browser's address, else the OS user of a command
+    via: str  # "offsets page" or "offsets command"
+    cluster: str  # the bootstrap servers, as the writer named the cluster
+    group: str
+    action: str  # the plan's action: reset, delete
+    changes: tuple[str, ...]  # one per partition: "topic-3: 80 → 0"
+    refused: tuple[str, ...] = ()  # one per partition: "topic-3: <the broker's error>"
+
+
 # ---- episodes ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import json
 import os
 import sys
 import time
@@ -86,7 +88,10 @@ def recorder(options: Recording, role: str):
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "history", _history, cluster=True, help=HISTORY_HELP,
                     description=HISTORY)
-    p.add_argument("--group", required=True, help="the consumer group")
+    p.add_argument("--group", help="the consumer group (with --audit: only its writes)")
+    p.add_argument("--audit", action="store_true",
+                   help="print the writes groupscope made instead (offsets resets and "
+                        "deletes): when, who, through what, from what to what")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--since", type=duration, metavar="AGO",
                       help=f"how far back, like 6h or 2d (default {DEFAULT_SINCE})")
@@ -142,11 +147,15 @@ def _history(args: argparse.Namespace) -> int:
     if not Path(path).is_file():
         raise UserError(f"no memory at {path}: `groupscope watch`, `exporter` or the demo keep "
                         f"it there; or give --history PATH")
+    if not args.group and not args.audit:
+        raise UserError("give --group NAME (its rebalances), or --audit (the writes made)")
     start, end = _span(args, int(time.time() * 1000))
     try:
         store = SqliteStore(path)
     except StoreError as exc:
         raise UserError(str(exc)) from None
+    if args.audit:
+        return _audit(store, args, start, end)
     try:
         kept = store.clusters()
         bootstrap = _bootstrap(args)
@@ -170,6 +179,40 @@ def _history(args: argparse.Namespace) -> int:
     else:
         print(render(episodes, args.group, cluster.name, start, end))
     return 0
+
+
+def _audit(store, args: argparse.Namespace, start: int, end: int) -> int:
+    from backend.history.store import StoreError
+
+    try:
+        kept = [a for a in store.audit(start, args.group) if a.ts_ms <= end]
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(a) for a in kept], indent=2))
+    elif args.csv:
+        out = csv.writer(sys.stdout)
+        out.writerow(("time", "user", "via", "cluster", "group", "action", "changes",
+                      "refused"))
+        for a in kept:
+            out.writerow((_iso(a.ts_ms), a.user, a.via, a.cluster, a.group, a.action,
+                          "; ".join(a.changes), "; ".join(a.refused)))
+    else:
+        print("\n".join(audit_lines(kept)) or "no writes kept in this span")
+    return 0
+
+
+def audit_lines(entries) -> list[str]:
+    """The audit as text: a line per write, then one per partition it changed or not."""
+    lines = []
+    for a in entries:
+        lines.append(f"{_iso(a.ts_ms)}  {a.user} via {a.via}: {a.action} group {a.group} "
+                     f"on {a.cluster}")
+        lines += [f"    {c}" for c in a.changes]
+        lines += [f"    NOT CHANGED {r}" for r in a.refused]
+    return lines
 
 
 # ---- output --------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from backend.contracts.history import (
     ACTION_CAUSES,
     EPISODE_JSON,
     Action,
+    AuditEntry,
     Episode,
     StateChange,
 )
@@ -43,7 +44,8 @@ from backend.history.store import (
     StoreError,
 )
 
-SCHEMA_VERSION = 2  # 2: the open hour's lag apart (lag_open), episode bodies compressed
+# 2: the open hour's lag apart (lag_open), episode bodies compressed; 3: the audit of writes
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000
 HOUR_MS = 3_600_000
 # raw lag points younger than this stay raw at a fold: the open hour's block is then
@@ -93,6 +95,10 @@ CREATE TABLE IF NOT EXISTS actions(
     grp TEXT NOT NULL, replica TEXT NOT NULL, action TEXT NOT NULL, exit_code INTEGER,
     by TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS actions_by_time ON actions(cluster_id, ts_ms);
+CREATE TABLE IF NOT EXISTS audit(
+    ts_ms INTEGER NOT NULL, user TEXT NOT NULL, via TEXT NOT NULL, cluster TEXT NOT NULL,
+    grp TEXT NOT NULL, action TEXT NOT NULL, changes TEXT NOT NULL, refused TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_by_time ON audit(ts_ms);
 CREATE TABLE IF NOT EXISTS counters(
     group_id INTEGER NOT NULL, name TEXT NOT NULL, label TEXT NOT NULL, value REAL NOT NULL,
     PRIMARY KEY(group_id, name, label)) WITHOUT ROWID;
@@ -309,6 +315,14 @@ class SqliteStore(HistoryStore):
                             action.exit_code, action.by))
         self._call(run)
 
+    def add_audit(self, entry: AuditEntry) -> None:
+        def run() -> None:
+            with self._tx() as db:
+                db.execute("INSERT INTO audit VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                           (entry.ts_ms, entry.user, entry.via, entry.cluster, entry.group,
+                            entry.action, "\n".join(entry.changes), "\n".join(entry.refused)))
+        self._call(run)
+
     # ---- upkeep ---------------------------------------------------------------------------
 
     def maintain(self, now_ms: int, retention_ms: int, max_bytes: int) -> dict[str, int]:
@@ -324,7 +338,8 @@ class SqliteStore(HistoryStore):
                 ("DELETE FROM lag_blocks WHERE hour_ms < ?", oldest - HOUR_MS),
                 ("DELETE FROM lag_open WHERE hour_ms < ?", oldest - HOUR_MS),
                 ("DELETE FROM lag_raw WHERE ts_ms < ?", oldest),
-                ("DELETE FROM actions WHERE ts_ms < ?", oldest)))
+                ("DELETE FROM actions WHERE ts_ms < ?", oldest),
+                ("DELETE FROM audit WHERE ts_ms < ?", oldest)))
         done["trimmed"] = self._trim(max_bytes)
         with self._lock:
             # executescript steps it to the end; execute() would free one page
@@ -438,6 +453,14 @@ class SqliteStore(HistoryStore):
                     "SELECT ts_ms, grp, replica, action, exit_code, by FROM actions "
                     "WHERE cluster_id=? AND ts_ms>=? ORDER BY ts_ms", (cid, since_ms))
                 if action in ACTION_CAUSES]
+
+    def audit(self, since_ms: int, group: str | None = None) -> list[AuditEntry]:
+        rows = self._read("SELECT ts_ms, user, via, cluster, grp, action, changes, refused "
+                          "FROM audit WHERE ts_ms>=? AND (? IS NULL OR grp=?) ORDER BY ts_ms",
+                          (since_ms, group, group))
+        return [AuditEntry(ts, user, via, cluster, grp, action,
+                           tuple(changes.splitlines()), tuple(refused.splitlines()))
+                for ts, user, via, cluster, grp, action, changes, refused in rows]
 
     def groups(self, cluster: str) -> list[str]:
         cid = self._cid(cluster)

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from backend.contracts.history import Action, Episode, StateChange
+from backend.contracts.history import Action, AuditEntry, Episode, StateChange
 from backend.history.chunks import LagBlock
 
 
@@ -73,7 +73,8 @@ class Seed:
 
 
 class HistoryStore(ABC):
-    """A memory of groups' rebalances, states and lag, for several clusters.
+    """A memory of groups' rebalances, states and lag, for several clusters, and the audit
+    of the writes groupscope made to them.
 
     Writers call `write` once per cycle and `add_action` when the supervisor acts; only the
     process holding a cluster's lease (`claim`) writes its cycles, so two watchers of one
@@ -97,6 +98,11 @@ class HistoryStore(ABC):
     def add_action(self, cluster: str, action: Action) -> None: ...
 
     @abstractmethod
+    def add_audit(self, entry: AuditEntry) -> None:
+        """Keep one write groupscope made to a cluster; any process may add one, lease or
+        not (the writes are rare and each its own transaction)."""
+
+    @abstractmethod
     def maintain(self, now_ms: int, retention_ms: int, max_bytes: int) -> dict[str, int]:
         """Fold recent lag points into blocks, drop what is past the retention or beyond the
         byte bound (oldest lag first, then states, then episodes); what it did, counted."""
@@ -111,6 +117,10 @@ class HistoryStore(ABC):
 
     @abstractmethod
     def actions(self, cluster: str, since_ms: int) -> list[Action]: ...
+
+    @abstractmethod
+    def audit(self, since_ms: int, group: str | None = None) -> list[AuditEntry]:
+        """The writes kept since then, of every cluster, oldest first."""
 
     @abstractmethod
     def groups(self, cluster: str) -> list[str]: ...

@@ -24,9 +24,12 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.cli_common import UserError, add_command
+from backend.contracts.history import HISTORY_FILE
+from backend.history.cli import default_path
 from backend.observer.cli import cluster_settings
 from backend.offsets.plan import (
     TP,
@@ -108,6 +111,9 @@ def _common(p: argparse.ArgumentParser, topic_required: bool = False) -> None:
     p.add_argument("--execute", action="store_true",
                    help="apply the change (default: preview only; the group must be Empty)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--history", metavar="PATH", type=Path,
+                   help=f"the memory whose audit keeps what --execute changed (default: "
+                        f"{HISTORY_FILE} in the data directory)")
 
 
 def _integer(text: str) -> int:
@@ -192,6 +198,7 @@ def _run(args: argparse.Namespace, action: str,
             print(format_plan(plan, cluster, executing=True), flush=True)
         refused = apply(settings, plan)
         applied = _log_applied(plan, cluster, refused)  # logged before anything else can fail
+        _audit(args, applied, refused, cluster)
         try:
             read_back = group.committed()
         except UserError as exc:
@@ -223,6 +230,17 @@ def _log_applied(plan: Plan, cluster: str, refused: dict[TP, str]) -> Plan:
         print(f"groupscope offsets: {t}-{p} was NOT changed: {why}", file=sys.stderr)
     sys.stderr.flush()
     return applied
+
+
+def _audit(args: argparse.Namespace, applied: Plan, refused: dict[TP, str],
+           cluster: str) -> None:
+    """The write in the memory's audit, as the OS user who ran the command."""
+    from backend.offsets.audit import entry, keep, os_user
+
+    why = keep(args.history or default_path(),
+               entry(applied, refused, user=os_user(), via="offsets command", cluster=cluster))
+    if why:
+        print(f"groupscope offsets: {why}", file=sys.stderr, flush=True)
 
 
 def _report(plan: Plan, applied: Plan, cluster: str, as_json: bool, refused: dict[TP, str],

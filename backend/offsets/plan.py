@@ -417,11 +417,15 @@ def plan_dict(plan: Plan, cluster: str) -> dict[str, Any]:
     }
 
 
+def partition_changes(plan: Plan) -> list[str]:
+    """Each partition the plan changes: topic-partition, before → after."""
+    return [f"{r.topic}-{r.partition}: {_cell(r.current)} → "
+            f"{'deleted' if r.new is None else r.new}" for r in plan.changed]
+
+
 def change_lines(plan: Plan) -> list[str]:
     """One log line per partition the plan changes: group, topic-partition, before → after."""
-    return [f"{plan.action} group {plan.group} {r.topic}-{r.partition}: "
-            f"{_cell(r.current)} → {'deleted' if r.new is None else r.new}"
-            for r in plan.changed]
+    return [f"{plan.action} group {plan.group} {line}" for line in partition_changes(plan)]
 
 
 def differences(plan: Plan, read_back: dict[TP, int]) -> list[str]:

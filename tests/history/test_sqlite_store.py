@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from backend.contracts.history import EPISODE_JSON, Cause, Episode, Impact, StateChange
+from backend.contracts.history import (
+    EPISODE_JSON,
+    AuditEntry,
+    Cause,
+    Episode,
+    Impact,
+    StateChange,
+)
 from backend.history.sqlite import HOUR_MS, SqliteStore
 from backend.history.store import CounterKey, Cycle, GroupLag, StoreError, resolve_cluster
 from backend.netutil import wait_until
@@ -244,3 +251,32 @@ def test_an_episode_the_first_schema_kept_as_plain_json_still_reads(store):
     with store._lock:  # as schema 1 wrote it
         store._db.execute("UPDATE episodes SET body=?", (EPISODE_JSON.dump_json(e),))
     assert store.episodes("k") == [e]
+
+
+def test_the_audit_keeps_every_write_in_order_until_the_retention(store, tmp_path):
+    def write(ts: int, group: str) -> AuditEntry:
+        return AuditEntry(ts, "olu@example.com", "offsets page", "h:1 (external, PLAINTEXT)",
+                          group, "reset", ("t-0: 40 → 0", "t-1: - → 0"), ("t-2: not leader",))
+
+    entries = [write(NOW + 2, "a"), write(NOW + 1, "b"), write(NOW - 10 * 86_400_000, "a")]
+    for e in entries:
+        store.add_audit(e)
+    assert store.audit(NOW) == [entries[1], entries[0]]  # oldest first
+    assert store.audit(0, "a") == [entries[2], entries[0]]
+    store.maintain(NOW, retention_ms=7 * 86_400_000, max_bytes=1 << 30)
+    assert store.audit(0, "a") == [entries[0]]
+
+    # a file an older groupscope made (schema 2, no audit) gets the table when opened
+    old = tmp_path / "old.sqlite"
+    SqliteStore(old).close()
+    db = sqlite3.connect(old)
+    db.execute("DROP TABLE audit")
+    db.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    db.commit()
+    db.close()
+    reopened = SqliteStore(old)
+    try:
+        reopened.add_audit(entries[0])
+        assert reopened.audit(0) == [entries[0]]
+    finally:
+        reopened.close()

@@ -5,6 +5,7 @@ refusals (a share group's execute, an unknown group, a topic the group does not 
 
 from __future__ import annotations
 
+import getpass
 import json
 import time
 import uuid
@@ -202,6 +203,19 @@ def test_execute_logs_every_change_and_prints_the_offsets_read_back(
         "2 partitions of 1 topic, 2 changed: replayed 20 records, skipped 0"]
     assert "committed offsets read back:" in out
     assert "every applied offset reads back as previewed" in out
+
+    # kept in the memory's audit, as the OS user, and shown by `groupscope history --audit`
+    capsys.readouterr()
+    assert main(["history", "--audit", "--group", group, "--json"]) == 0
+    (kept,) = json.loads(capsys.readouterr().out)
+    assert (kept["user"], kept["via"], kept["group"], kept["action"]) == (
+        getpass.getuser(), "offsets command", group, "reset")
+    assert kept["changes"] == [f"{topic}-0: 15 → 0", f"{topic}-2: 5 → 0"]
+    assert kept["cluster"] == f"{kafka.bootstrap} (external, PLAINTEXT)" and not kept["refused"]
+    assert main(["history", "--audit", "--group", group]) == 0
+    text = capsys.readouterr().out
+    assert f"{getpass.getuser()} via offsets command: reset group {group} on " in text
+    assert f"    {topic}-2: 5 → 0" in text
 
 
 @pytest.mark.timeout(120)
