@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 
 from dashboard.context import offset_writes_env, open_to_all_env, read_only_env  # noqa: E402
 from dashboard.presenter import Role, session_role  # noqa: E402
+from dashboard.signin import account, show_account  # noqa: E402
 from dashboard.theme import CSS, PROJECTOR_CSS, PROJECTOR_KEY, PROJECTOR_QUERY  # noqa: E402
 
 st.set_page_config(page_title="groupscope", page_icon=":material/hub:", layout="wide")
@@ -26,6 +27,11 @@ if st.query_params.get(PROJECTOR_QUERY[0]) == PROJECTOR_QUERY[1]:
     st.session_state[PROJECTOR_KEY] = True  # a bookmarked projector tab
 if st.session_state.get(PROJECTOR_KEY):
     st.html(PROJECTOR_CSS)
+
+# `watch --sign-in`: nothing below runs for a session that has not signed in and been let in
+admission = account()
+if admission is not None:
+    show_account(admission)
 
 # "screens", not "pages": a pages/ directory would switch on Streamlit's older file-based
 # navigation, which serves each file directly and bypasses st.navigation and this chrome.
@@ -47,8 +53,9 @@ queues = st.Page(_PAGES / "queues.py", title="Queues", icon=":material/queue:",
 if read_only_env():  # `groupscope watch`: no page with controls; every group first
     pages = [st.Page(_PAGES / "groups.py", title="Groups", icon=":material/groups:",
                      url_path="groups", default=True), watch, streams, timeline, status]
-    # `watch --allow-offset-writes`: the one writing page, for this machine's browser only
-    if offset_writes_env() and session_role() is Role.PRESENTER:
+    # `watch --allow-offset-writes`: the one writing page, for this machine's browser only,
+    # or with sign-in for everyone let in (a viewer previews; applying needs an operator)
+    if offset_writes_env() and (admission is not None or session_role() is Role.PRESENTER):
         pages.append(st.Page(_PAGES / "offsets.py", title="Offsets", icon=":material/replay:",
                              url_path="offsets"))
 else:

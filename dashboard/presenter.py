@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -45,18 +43,13 @@ from backend.contracts.room import (
     read_secret,
 )
 from backend.paths import data_dir
+from dashboard.logs import dashboard_log
 
 ENV_LOCKOUT_S = "GROUPSCOPE_PASSCODE_LOCKOUT_S"  # a shorter lock-out, for tests and rehearsals
 ENV_FORWARDED = "FORWARDED_ALLOW_IPS"  # uvicorn: whose X-Forwarded-For it believes
 UNKNOWN = "unknown"  # the lock-out key of every session whose peer is not known
 
-log = logging.getLogger("groupscope.dashboard.presenter")
-if not log.handlers:  # Streamlit configures only its own loggers; these lines must reach the log
-    _handler = logging.StreamHandler(sys.stderr)
-    _handler.setFormatter(logging.Formatter("%(asctime)s [presenter] %(message)s"))
-    log.addHandler(_handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
+log = dashboard_log("groupscope.dashboard.presenter", "presenter")
 
 
 class Role(Enum):

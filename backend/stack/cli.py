@@ -8,8 +8,10 @@ what only another one uses: Kafka's nodes, Spark's engine, the launcher, the roo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from backend.cli_common import UserError, add_command, positive
@@ -88,17 +90,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 "committed or changed on the cluster.")
     p.add_argument("--group", help="consumer group to open (default: pick on the page)")
     p.add_argument("--allow-offset-writes", action="store_true",
-                   help="add the Offsets page, for this machine's browser only: reset a "
-                        "group's committed offsets, preview first, the group's name typed "
-                        "to apply (off by default: watch changes nothing)")
+                   help="add the Offsets page, for this machine's browser only (with "
+                        "--sign-in: for operators): reset a group's committed offsets, "
+                        "preview first, the group's name typed to apply, every write audited "
+                        "in the memory (off by default: watch changes nothing)")
     p.add_argument("--port", type=int, default=None,
                    help="HTTP port (default 8501, env GROUPSCOPE_WEB_PORT)")
     p.add_argument("--address", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1: this machine only; "
                         "0.0.0.0 for every interface, which needs --no-auth)")
-    p.add_argument("--no-auth", action="store_true",
-                   help="serve beyond this machine with no sign-in, on purpose: everyone who "
-                        "can reach --address sees every group (said at start and on the page)")
+    access = p.add_mutually_exclusive_group()
+    access.add_argument("--sign-in", metavar="FILE", type=Path,
+                        help="sign everyone in through your OpenID Connect provider first, "
+                             "with the roles viewer and operator from a claim of the token "
+                             "(TOML; docs/production.md#sign-in)")
+    access.add_argument("--no-auth", action="store_true",
+                        help="serve beyond this machine with no sign-in, on purpose: everyone "
+                             "who can reach --address sees every group (said at start and on "
+                             "the page)")
+    p.add_argument("--tls-cert", metavar="FILE", type=Path,
+                   help="serve the page over HTTPS with this certificate (PEM; with --tls-key)")
+    p.add_argument("--tls-key", metavar="FILE", type=Path,
+                   help="the certificate's private key (PEM; with --tls-cert)")
     p.add_argument("--metrics-port", type=tcp_port, metavar="N",
                    help="also serve Prometheus /metrics of every group on port N from the "
                         "start, as `groupscope exporter` does")
@@ -202,12 +215,13 @@ def _watch(args: argparse.Namespace) -> int:
     starts, so a bad line is a one-line error rather than a page error."""
     from backend.stack.config import StackConfig
 
-    open_to_all = not is_loopback(args.address)
+    open_to_all = not is_loopback(args.address) and not args.sign_in
     if open_to_all and not args.no_auth:
         raise UserError(f"--address {args.address} would show every group of the cluster to "
-                        f"whoever reaches it, and watch has no sign-in yet: keep the default "
-                        f"127.0.0.1 (a reverse proxy with sign-in in front of it), or give "
-                        f"--no-auth to serve it open on purpose")
+                        f"whoever reaches it: give --sign-in FILE (your OpenID Connect "
+                        f"provider), keep the default 127.0.0.1, or give --no-auth to serve it "
+                        f"open on purpose")
+    tls = _tls_files(args.tls_cert, args.tls_key)
     config = str(Path(args.kafka_config).expanduser().resolve()) if args.kafka_config else None
     settings = resolve_settings(args.bootstrap, config)
     os.environ.update({"GROUPSCOPE_READONLY": "1", "GROUPSCOPE_BOOTSTRAP": settings.bootstrap,
@@ -219,26 +233,72 @@ def _watch(args: argparse.Namespace) -> int:
         os.environ["GROUPSCOPE_GROUP"] = args.group
     port = args.port or StackConfig.from_env().web_port
     shown = "localhost" if args.address in ("127.0.0.1", "0.0.0.0") else args.address
-    mode = ("read-only but for the Offsets page (this machine's browser only)"
+    scheme = "https" if tls else "http"
+    writers = "operators only" if args.sign_in else "this machine's browser only"
+    mode = (f"read-only but for the Offsets page ({writers})"
             if args.allow_offset_writes else "read-only")
-    where = (f"watching {settings.describe()} {mode} at http://{shown}:{port}"
+    where = (f"watching {settings.describe()} {mode} at {scheme}://{shown}:{port}"
              + (" (and on every interface)" if args.address == "0.0.0.0" else "")
              + (", open to everyone who can reach it: no sign-in (--no-auth)"
-                if open_to_all else ""))
+                if open_to_all else "")
+             + (f", signed in through {args.sign_in}" if args.sign_in else ""))
     # always on, browser or not: the watcher (and its memory, /metrics and alerts when asked
     # for) start before Streamlit, which then runs in this process so the pages read the
     # same watcher
     from backend.exporter.serve import always_on
 
-    with always_on(settings, metrics_port=args.metrics_port,
-                   metrics_address=args.metrics_address, alerts_file=args.alerts,
-                   interval=args.interval, history=recording(args), role="watch",
-                   metrics_access=args.metrics_access,
-                   include=group_filter(args.groups, args.exclude_groups)) as on:
+    # the sign-in file and its provider first: a bad one is one line before anything starts
+    with _signed_in(args.sign_in) as secrets_file, \
+            always_on(settings, metrics_port=args.metrics_port,
+                      metrics_address=args.metrics_address, alerts_file=args.alerts,
+                      interval=args.interval, history=recording(args), role="watch",
+                      metrics_access=args.metrics_access,
+                      include=group_filter(args.groups, args.exclude_groups)) as on:
         described = on.describe()
         print(f"{where}; {described}" if described else where, flush=True)
-        _run_dashboard(port, args.address)
+        options = {**_streamlit_options(port, args.address), **tls}
+        if secrets_file:
+            options["secrets.files"] = [str(secrets_file)]
+        _run_dashboard(options)
     return 0
+
+
+def _tls_files(cert: Path | None, key: Path | None) -> dict[str, str]:
+    """Streamlit's HTTPS options for --tls-cert/--tls-key, each file checked readable."""
+    if cert is None and key is None:
+        return {}
+    if cert is None or key is None:
+        raise UserError("--tls-cert and --tls-key go together: give the certificate and its "
+                        "private key (PEM files)")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        try:
+            head = path.expanduser().read_text(encoding="ascii", errors="replace")[:4096]
+        except OSError as exc:
+            raise UserError(f"{flag} {path} cannot be read: {exc.strerror or exc}") from None
+        if "-----BEGIN" not in head:
+            raise UserError(f"{flag} {path} is not a PEM file (no -----BEGIN line)")
+    return {"server.sslCertFile": str(cert.expanduser().resolve()),
+            "server.sslKeyFile": str(key.expanduser().resolve())}
+
+
+@contextlib.contextmanager
+def _signed_in(path: Path | None) -> Iterator[Path | None]:
+    """With --sign-in, Streamlit's secrets file for it while the page is served."""
+    from backend.contracts.signin import ENV_SIGN_IN, SignInError
+
+    if path is None:
+        os.environ.pop(ENV_SIGN_IN, None)  # the pages sign nobody in
+        yield None
+        return
+    from backend.stack.signin import streamlit_secrets
+
+    resolved = path.expanduser().resolve()
+    try:
+        with streamlit_secrets(resolved, data_dir()) as (_sign_in, secrets_file):
+            os.environ[ENV_SIGN_IN] = str(resolved)
+            yield secrets_file
+    except SignInError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _streamlit_options(port: int, address: str) -> dict[str, object]:
@@ -256,14 +316,14 @@ def _exec_dashboard(port: int, address: str) -> int:
     return 0  # not reached
 
 
-def _run_dashboard(port: int, address: str) -> None:
+def _run_dashboard(options: dict[str, object]) -> None:
     """Streamlit in this process, until SIGINT/SIGTERM: its own handlers stop the server and
     `bootstrap.run` returns, leaving the caller's shutdown to run (bounded; see always_on)."""
     from streamlit.web import bootstrap
 
     app = str(REPO_ROOT / "dashboard" / "app.py")
     os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
-    flags = {k.replace(".", "_"): v for k, v in _streamlit_options(port, address).items()}
+    flags = {k.replace(".", "_"): v for k, v in options.items()}
     bootstrap.load_config_options(flag_options=flags)
     bootstrap.run(app, False, [], flags)
 

@@ -1,19 +1,19 @@
 """Offsets page: reset a group's committed offsets from `groupscope watch`, preview first.
 
 Only with `watch --allow-offset-writes`, and only for this machine's browser (the presenter
-role: a session from loopback); app.py registers the page only then, and this script asks
-again before reading or writing anything. The preview and the change are `groupscope
+role: a session from loopback), or with `--sign-in` for the operators it lets in (a viewer may
+preview, and is refused the write); app.py registers the page only then, and this script
+asks again before reading or writing anything. The preview and the change are `groupscope
 offsets reset`'s (backend/offsets: one plan, so what is applied is what was shown): per
 partition the committed and the new offset, what it replays or skips, and a note where a
 time finds no record ("set to the log end", never silently). Applying takes the preview of
 the very choice on screen, the group's name typed again, and a group that is Empty now; a
 relative time goes as the instant the preview read it as. Every applied change is logged
-(who, group, partition, before → after) and read back.
+(who, group, partition, before → after), kept in the memory's audit, and read back.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from datetime import UTC, datetime
 
@@ -22,6 +22,7 @@ import streamlit as st
 
 from backend.cli_common import UserError
 from backend.kafka.javaadmin.reader import KafkaReader
+from backend.offsets.audit import entry, keep
 from backend.offsets.plan import (
     Plan,
     Target,
@@ -34,19 +35,26 @@ from backend.offsets.plan import (
     summary,
 )
 from backend.offsets.reset import Group, apply, plan_reset_now, refuse_other_types
-from dashboard import presenter
+from dashboard import presenter, signin
 from dashboard.context import ENV_GROUP, env_context, offset_writes_env
+from dashboard.logs import dashboard_log
+from dashboard.pollers import memory_file
 from dashboard.presenter import Role
 
-log = logging.getLogger("groupscope.offsets")
+log = dashboard_log("groupscope.offsets", "offsets")
 TARGETS = {"earliest": "the beginning", "latest": "the end", "datetime": "a time",
            "offset": "an offset", "shift": "back or forward by N"}
 
 st.title("Reset offsets")
-if not offset_writes_env() or presenter.session_role() is not Role.PRESENTER:
+admission = signin.account()  # None without sign-in: then this machine's browser only
+if not offset_writes_env() or (admission is None
+                               and presenter.session_role() is not Role.PRESENTER):
     st.info("Read-only: this dashboard changes nothing (offset writes need `groupscope watch "
             "--allow-offset-writes`, from this machine's browser).")
     st.stop()
+if admission is not None and not signin.may_write(admission):
+    st.info(f"You ({admission.user}) are a viewer: you can preview a reset; applying it needs "
+            f"the operator role.")
 
 ctx = env_context()
 st.caption(f"Move a consumer group's committed offsets on {ctx.target.describe()}, the way "
@@ -90,7 +98,14 @@ def _rows(plan: Plan) -> pd.DataFrame:
 
 
 def _apply(group: str, target: Target, topics: str) -> None:
-    """Refuse unless Empty, write the plan worked out now, log it, read it back."""
+    """Refuse a viewer or a group that is not Empty; write the plan worked out now, log and
+    audit it, read it back."""
+    if admission is not None and not signin.may_write(admission):
+        log.warning("offsets page: refused %s (a viewer) a reset of group %s", admission.user,
+                    group)
+        st.error(f"Refused: resetting offsets needs the operator role, and {admission.user} "
+                 f"is a viewer. Nothing was changed.")
+        return
     settings = ctx.target.settings()
     reader = _reader()
     try:
@@ -100,7 +115,8 @@ def _apply(group: str, target: Target, topics: str) -> None:
         if not plan.changed:
             st.info("Nothing to change: every offset is already as planned.")
             return
-        who = presenter.session_peer() or "this machine"
+        who = admission.user if admission is not None else (presenter.session_peer()
+                                                             or "this machine")
         refused = apply(settings, plan)
         applied = Plan(plan.group, plan.action, plan.target,
                        tuple(r for r in plan.rows if r.tp not in refused), plan.group_type)
@@ -108,6 +124,11 @@ def _apply(group: str, target: Target, topics: str) -> None:
             log.warning("offsets page (%s): %s", who, line)
         for (t, p), why in sorted(refused.items()):
             log.warning("offsets page (%s): %s-%d was NOT changed: %s", who, t, p, why)
+        unaudited = keep(memory_file()[0], entry(applied, refused, user=who, via="offsets page",
+                                                 cluster=ctx.target.describe()))
+        if unaudited:
+            log.warning("offsets page (%s): %s", who, unaudited)
+            st.warning(f"The change is {unaudited}.")
         read_back = g.committed()
     finally:
         reader.close()

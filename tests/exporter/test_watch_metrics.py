@@ -1,4 +1,5 @@
-"""`groupscope watch --metrics-port`: /metrics is on from process start, with no browser.
+"""`groupscope watch --metrics-port`: /metrics is on from process start, with no browser; the
+page over TLS, and the one-line refusals of its access flags.
 
 Streamlit runs a page's script only when a browser session opens, so a watcher the page
 started would never run here; the metrics prove the watcher was started by the command.
@@ -7,6 +8,7 @@ started would never run here; the metrics prove the watcher was started by the c
 from __future__ import annotations
 
 import signal
+import ssl
 import time
 import urllib.request
 
@@ -14,11 +16,12 @@ import psutil
 import pytest
 
 from backend.netutil import free_port, port_open, wait_until
-from backend.proc import STOP_WITHIN_S
+from backend.proc import STOP_WITHIN_S, abort_if_exited
 from tests.exporter.conftest import value, wait_exported
 from tests.exporter.test_exporter_live import produce_exactly, wait_serving
 from tests.observer.conftest import create_topic
 from tests.observer.seed import seed_groups
+from tests.tlsutil import make_ca
 
 
 @pytest.mark.timeout(120)
@@ -70,3 +73,50 @@ def test_watch_beyond_loopback_without_no_auth_is_refused_before_anything_starts
     err = cmd.stderr().strip()
     assert err.startswith("groupscope watch: --address 0.0.0.0") and "--no-auth" in err, err
     assert "\n" not in err and not port_open("127.0.0.1", web)
+
+
+@pytest.mark.timeout(120)
+def test_watch_serves_its_page_over_tls_from_the_given_certificate(
+        kafka, groupscope, tmp_path) -> None:
+    ca = make_ca(tmp_path / "ca")
+    cert = ca.issue("page", common_name="localhost", sans=("IP:127.0.0.1", "DNS:localhost"),
+                    server=True)
+    web = free_port()
+    cmd = groupscope("watch", "--bootstrap", kafka.bootstrap, "--port", str(web),
+                     "--tls-cert", str(cert.cert), "--tls-key", str(cert.key))
+    trusted = ssl.create_default_context(cafile=str(ca.cert))
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{web}/_stcore/health", timeout=5,
+                                        context=trusted) as answer:
+                return answer.read() == b"ok"
+        except OSError:
+            return False
+
+    wait_until(healthy, timeout=60, interval=0.5, what="the page's health check over TLS",
+               abort=abort_if_exited(cmd.proc, "watch", cmd.stderr, AssertionError))
+    assert f"https://localhost:{web}" in cmd.stdout()
+    with pytest.raises(OSError):  # no plain HTTP beside it
+        urllib.request.urlopen(f"http://127.0.0.1:{web}/_stcore/health", timeout=5).read()
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (("--tls-cert", "{cert}"), "--tls-cert and --tls-key go together"),
+    (("--tls-cert", "{cert}", "--tls-key", "{missing}"), "--tls-key {missing} cannot be read"),
+    (("--tls-cert", "{cert}", "--tls-key", "{cert}.txt"), "is not a PEM file"),
+    (("--sign-in", "{missing}", "--no-auth"), "not allowed with argument"),
+    (("--sign-in", "{missing}"), "sign-in file {missing} cannot be read"),
+])
+def test_watch_refuses_bad_tls_and_sign_in_flags_in_one_line(
+        groupscope, tmp_path, flags: tuple[str, ...], says: str) -> None:
+    names = {"cert": tmp_path / "page.pem", "missing": tmp_path / "missing.pem"}
+    names["cert"].write_text("-----BEGIN CERTIFICATE-----\n")
+    (tmp_path / "page.pem.txt").write_text("not a certificate\n")
+    web = free_port()
+    cmd = groupscope("watch", "--bootstrap", f"127.0.0.1:{free_port()}", "--port", str(web),
+                     *(f.format(**names) for f in flags))
+    assert cmd.proc.wait(30) == 2, cmd.stderr()
+    err = cmd.stderr().strip()
+    assert says.format(**names) in err and "\n" not in err.split("error:")[-1], err
+    assert not port_open("127.0.0.1", web)
