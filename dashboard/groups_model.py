@@ -229,7 +229,8 @@ def table(rows: Sequence[GroupRow], now_ms: int) -> dict[str, list]:
 # ---- footer -------------------------------------------------------------------------------
 
 def footer(overview: Overview, shown: int, now_ms: int | None = None) -> str:
-    """Listed / described / shown counts and what the last complete cycle cost."""
+    """Listed / described / shown counts, what the last complete cycle cost, the cluster's
+    release and the group types it cannot have (said here, once, not as an error)."""
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     parts = [f"{overview.listed:,} groups listed", f"{overview.described:,} described",
              f"{shown:,} shown" + (f" (first {MAX_ROWS:,})" if shown > MAX_ROWS else "")]
@@ -240,4 +241,6 @@ def footer(overview: Overview, shown: int, now_ms: int | None = None) -> str:
         errors = f", {c.errors} errors" if c.errors else ""
         parts.append(f"last cycle {c.seconds:.1f} s, {c.requests:,} requests{errors}")
     parts.append(f"updated {duration_text((now_ms - overview.taken_ms) / 1000)} ago")
-    return " · ".join(parts)
+    if overview.kafka_release:
+        parts.append(f"Kafka {overview.kafka_release}")
+    return " · ".join(parts + [line[0].upper() + line[1:] for line in overview.lacks])

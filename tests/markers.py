@@ -46,6 +46,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "cluster_process": ("broker",),
     # tests/broker/test_cluster_nodes.py: a cluster the test starts itself
     "cluster_root": ("broker",),
+    "kafka3": ("broker",),  # tests/system/test_kafka3.py: a Kafka 3.9 node
     "spark_engine": ("spark",),  # tests/conftest.py: the session's Spark Connect server
     "spark_factory": ("spark",),  # tests/conftest.py: private servers a test stops/replaces
     # tests/conftest.py: standalone masters, workers and their drivers, by API or command

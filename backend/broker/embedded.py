@@ -15,7 +15,7 @@ from pathlib import Path
 
 from backend import classdata as base
 from backend.classdata import jvm_options
-from backend.kafka.jars import KAFKA_VERSION, kafka_classpath, kafka_lib_dir
+from backend.kafka.jars import KAFKA_VERSION, kafka_classpath, kafka_lib_dir, major
 from backend.kafka.settings import KafkaSettings
 from backend.kafka.topics import min_isr_for, replication_for
 from backend.netutil import ensure_port_free, free_port
@@ -105,6 +105,23 @@ logger.state.name = state.change.logger
 logger.state.level = warn
 """
 
+# Kafka 3.x's log4j 1 (reload4j): the same two outputs
+_LOG4J1 = """log4j.rootLogger=INFO, file, console
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.console=org.apache.log4j.ConsoleAppender
+log4j.appender.console.Threshold=WARN
+log4j.appender.console.layout=org.apache.log4j.PatternLayout
+log4j.appender.console.layout.ConversionPattern=[broker] %p %m%n
+log4j.logger.state.change.logger=WARN
+"""
+
+# what only Kafka 4.x knows (share and streams groups): left out of a 3.x node's settings, which
+# would log each as an unknown setting
+_SINCE_KAFKA4 = ("group.share.", "group.streams.", "share.coordinator.")
+
 
 class BrokerStartError(ServiceStartError):
     pass
@@ -153,10 +170,15 @@ class EmbeddedBroker:
     # the one built for this Java and Kafka, if any; `record_classes` has the node write one
     class_archive: Path | None = field(default_factory=cached_class_archive)
     record_classes: Path | None = None
+    # the Kafka release it runs: the pinned one, or another by Maven coordinates (the suite
+    # runs jars.KAFKA3_VERSION beside it); only the pinned one maps the class-data archive
+    kafka_version: str = KAFKA_VERSION
     _service: ServiceProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
+        if self.kafka_version != KAFKA_VERSION:
+            self.class_archive = self.record_classes = None
         self._service = ServiceProcess(
             "Kafka", (self.data_dir / "broker.log", self.data_dir / "broker.out"),
             BrokerStartError)
@@ -217,6 +239,8 @@ class EmbeddedBroker:
             props["listeners"] += f",{room}"
             props["advertised.listeners"] += f",{room}"
             props["listener.security.protocol.map"] += ",ROOM:PLAINTEXT"
+        if major(self.kafka_version) < 4:
+            props = {k: v for k, v in props.items() if not k.startswith(_SINCE_KAFKA4)}
         props.update(self.extra_properties)
         return props
 
@@ -230,7 +254,10 @@ class EmbeddedBroker:
         path.touch(mode=0o600)
         path.chmod(0o600)
         path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
+        if major(self.kafka_version) < 4:
+            (self.data_dir / "log4j.properties").write_text(_LOG4J1.format(log=self.log_file))
+        else:
+            (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
         return path
 
     def _java(self, main: str, *args: str, record: bool = False) -> list[str]:
@@ -241,9 +268,11 @@ class EmbeddedBroker:
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
             *jvm_options(self.class_archive, self.record_classes if record else None),
+            f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}"
+            if major(self.kafka_version) < 4 else
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-cp",
-            kafka_classpath(),
+            kafka_classpath(self.kafka_version),
             main,
             *args,
         ]
@@ -331,7 +360,7 @@ class EmbeddedBroker:
         """`groupscope broker`: start, report, and stop cleanly on Ctrl-C or SIGTERM."""
         self.start()
         sys.stderr.write(
-            f"Kafka {KAFKA_VERSION} ready on {self.host}:{self.port} "
+            f"Kafka {self.kafka_version} ready on {self.host}:{self.port} "
             f"(data {self.data_dir}, log {self.log_file})\n"
         )
         return self._service.run_until_signal(lambda: self.stop(STOP_BUDGET_S))

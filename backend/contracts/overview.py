@@ -20,6 +20,54 @@ from pydantic import TypeAdapter
 from backend.contracts import GROUP_TYPES as GROUP_TYPES
 from backend.contracts import BrokerView
 
+# ---- what the cluster can do --------------------------------------------------------------
+
+# Kafka's metadata.version feature levels: the first level of each release (Kafka's own
+# MetadataVersion table), so a cluster's release is read from the feature it finalized
+RELEASE_FROM_LEVEL: tuple[tuple[int, str], ...] = (
+    (7, "3.3"), (8, "3.4"), (9, "3.5"), (12, "3.6"), (15, "3.7"), (20, "3.8"), (21, "3.9"),
+    (22, "4.0"), (26, "4.1"), (28, "4.2"), (30, "4.3"))
+# the group types a cluster has only with a feature turned on: the feature, and the first
+# release that has it (classic and consumer groups need none a 3.x cluster lacks to be read)
+GROUP_TYPE_FEATURES: dict[str, tuple[str, str]] = {
+    "share": ("share.version", "4.1"), "streams": ("streams.version", "4.1")}
+
+
+def kafka_release(finalized: dict[str, int]) -> str | None:
+    """The release a cluster's metadata.version belongs to ("3.9"); None when it has none (a
+    ZooKeeper cluster) or it is newer than this table ("4.3 or later" would be a guess)."""
+    level = finalized.get("metadata.version")
+    if level is None:
+        return None
+    known = [name for first, name in RELEASE_FROM_LEVEL if first <= level]
+    if not known:
+        return None
+    return known[-1] if level < RELEASE_FROM_LEVEL[-1][0] + 1 else f"{known[-1]} or later"
+
+
+def _older(release: str, than: str) -> bool:
+    def parts(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split()[0].split("."))
+
+    return parts(release) < parts(than)
+
+
+def lacking(finalized: dict[str, int]) -> tuple[str, ...]:
+    """One plain line per group type this cluster cannot have, saying why."""
+    release = kafka_release(finalized)
+    lines = []
+    for group_type, (feature, since) in GROUP_TYPE_FEATURES.items():
+        if finalized.get(feature, 0) >= 1:
+            continue
+        if release is None or _older(release, since):
+            runs = f" (this cluster runs Kafka {release})" if release else ""
+            lines.append(f"{group_type} groups need Kafka {since} or later{runs}")
+        else:
+            lines.append(f"{group_type} groups are off on this cluster (its {feature} "
+                         f"feature is not enabled)")
+    return tuple(lines)
+
+
 # ---- health -------------------------------------------------------------------------------
 
 OK, WARN, STALL, STOP, REWIND, ERR = "OK", "WARN", "STALL", "STOP", "REWIND", "ERR"
@@ -135,6 +183,10 @@ class Overview:
     brokers: tuple[BrokerView, ...] = ()
     under_replicated: int = 0
     offline_partitions: int = 0
+    # the cluster's release ("3.9") and the group types it cannot have, one line each;
+    # None and () until its features have been read
+    kafka_release: str | None = None
+    lacks: tuple[str, ...] = ()
 
     @property
     def described(self) -> int:

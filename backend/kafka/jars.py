@@ -18,19 +18,37 @@ from pathlib import Path
 from backend.paths import cache_dir
 
 KAFKA_VERSION = "4.3.0"
+# The Kafka 3.x release the suite keeps groupscope working against: most production clusters
+# still run 3.x, and 3.9 is its last (KRaft, `--standalone` formatting, as 4.x).
+KAFKA3_VERSION = "3.9.1"
 SCALA_VERSION = "2.13"
 # Kafka 4.x logs through slf4j 1.7; this binding routes it into the log4j2 it already ships.
 LOG4J_VERSION = "2.25.4"
+# Kafka 3.x logs through log4j 1 (reload4j), which its Maven artifacts leave out: the jars its
+# own distribution ships.
+RELOAD4J = (("ch.qos.reload4j", "reload4j", "1.2.25"), ("org.slf4j", "slf4j-reload4j", "1.7.36"))
 
 _IVY_XML = """<ivy-module version="2.0">
   <info organisation="groupscope" module="embedded-kafka"/>
   <dependencies>
     <dependency org="org.apache.kafka" name="kafka_{scala}" rev="{kafka}" conf="default"/>
-    <dependency org="org.apache.logging.log4j" name="log4j-slf4j-impl" rev="{log4j}"
-                conf="default"/>
+{logging}
   </dependencies>
 </ivy-module>
 """
+_LOGGING_DEPENDENCY = '    <dependency org="{org}" name="{name}" rev="{rev}" conf="default"/>'
+
+
+def major(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def _broker_ivy_xml(version: str) -> str:
+    """Kafka's broker and the logging binding its major version needs."""
+    logging = RELOAD4J if major(version) < 4 else \
+        (("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),)
+    return _IVY_XML.format(scala=SCALA_VERSION, kafka=version, logging="\n".join(
+        _LOGGING_DEPENDENCY.format(org=o, name=n, rev=r) for o, n, r in logging))
 
 # Kafka's own artifacts outside the broker's classpath, fetched without their dependencies:
 # those are in Kafka's lib dir already, but for rocksdbjni (about 60 MB, loaded only by a
@@ -106,8 +124,7 @@ def _retrieve(version: str, lib: Path, quiet: bool, ivy_xml: str | None = None,
     work.mkdir(parents=True, exist_ok=True)
     ivy_cache = cache_dir() / "ivy-cache"
     spec = work / "ivy.xml"
-    spec.write_text(ivy_xml or _IVY_XML.format(scala=SCALA_VERSION, kafka=version,
-                                               log4j=LOG4J_VERSION))
+    spec.write_text(ivy_xml or _broker_ivy_xml(version))
     label = f"Kafka {version} {what} jars (once)" if what else \
         f"Kafka {version} jars (about 45 MB, once)"
     cmd = [

@@ -167,6 +167,8 @@ def _groups(args: argparse.Namespace) -> int:
         sys.stdout.write(GROUP_ROWS_JSON.dump_json(overview.rows, indent=2).decode() + "\n")
         return 0
     print(format_groups(overview.rows))
+    for line in overview.lacks:  # what this cluster cannot have, said once, not as an error
+        print(f"note: {line}")
     return 0
 
 

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from backend.contracts.overview import CycleStats, GroupRow, Overview
+from backend.contracts.overview import CycleStats, GroupRow, Overview, kafka_release, lacking
 from backend.errors import one_line
 from backend.history.recorder import HistoryRecorder
 from backend.kafka.groups import TP
@@ -273,10 +273,17 @@ class OverviewWatcher:
             history=tuple(self._cycles),
             brokers=() if error else self.collector.brokers,
             under_replicated=self.collector.under_replicated,
-            offline_partitions=self.collector.offline_partitions)
+            offline_partitions=self.collector.offline_partitions,
+            **self._abilities())
         with self._latest_lock:
             self._latest = overview
         return overview
+
+    def _abilities(self) -> dict[str, object]:
+        features = self.collector.features
+        if features is None:
+            return {}
+        return {"kafka_release": kafka_release(features), "lacks": lacking(features)}
 
     # ---- background loop -------------------------------------------------------------
 

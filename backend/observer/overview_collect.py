@@ -18,6 +18,7 @@ each a batched call of the Kafka reader (`backend/kafka/javaadmin`, Kafka's Java
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -73,6 +74,7 @@ class ClusterCollector:
         self._states: dict[str, str] = {}  # group -> state, from the last listing
         self.partial = False  # the last listing missed a broker's groups
         self.cluster_id: str | None = None  # Kafka's, once the metadata has been read
+        self.features: dict[str, int] | None = None  # finalized, read with the metadata
         # brokers over every topic's partitions, from the cached metadata (as old as it is)
         self.brokers: tuple[BrokerView, ...] = ()
         self.under_replicated = 0
@@ -112,6 +114,7 @@ class ClusterCollector:
                 self.cluster_id = cluster.cluster_id or self.cluster_id
             except ReaderError as exc:
                 raise ClusterError(f"cannot read metadata: {exc}") from None
+            self._read_features()
             self._topics = {name: m.count for name, m in metas.items() if m.count}
             self._topics_at = time.monotonic()
             # the same answers name the brokers up and every partition's replicas and ISR
@@ -119,6 +122,13 @@ class ClusterCollector:
             self.brokers = broker_views(live, placements)
             self.under_replicated, self.offline_partitions = totals(placements)
         return self._topics
+
+    def _read_features(self) -> None:
+        """What the cluster can do, with the metadata: a cluster that will not say keeps
+        what it said last (features change only with an upgrade)."""
+        self._count()
+        with contextlib.suppress(ReaderError):
+            self.features = self.reader.features()
 
     def known_topics(self) -> dict[str, int]:
         """The partition counts as last read, without asking the cluster."""

@@ -146,5 +146,9 @@ def test_footer_counts_and_cycle_cost():
     text = gm.footer(ov, shown=3, now_ms=NOW)
     assert text == ("7 groups listed · 6 described · 3 shown · last cycle 1.2 s, 42 requests, "
                     "1 errors · updated 2 s ago")
+    old = gm.footer(replace(ov, kafka_release="3.9", lacks=(
+        "share groups need Kafka 4.1 or later (this cluster runs Kafka 3.9)",)), 3, NOW)
+    assert old.endswith("updated 2 s ago · Kafka 3.9 · Share groups need Kafka 4.1 or later "
+                        "(this cluster runs Kafka 3.9)")
     first = gm.footer(replace(ov, cycle=None), shown=gm.MAX_ROWS + 1, now_ms=NOW)
     assert f"(first {gm.MAX_ROWS:,})" in first and "first cycle running" in first

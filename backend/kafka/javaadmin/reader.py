@@ -163,6 +163,10 @@ class KafkaReader:
         return ClusterMeta(a["cluster_id"], None if a["controller"] < 0 else a["controller"],
                            {b[0]: f"{b[1]}:{b[2]}" for b in a["brokers"]})
 
+    def features(self) -> dict[str, int]:
+        """The cluster's finalized features, name -> level (contracts.overview reads them)."""
+        return {k: int(v) for k, v in self._call("features")["finalized"].items()}
+
     def topics(self, names: Iterable[str] = ()) -> tuple[dict[str, TopicMeta], dict[str, str]]:
         """(topic -> partitions, topic -> error) for the named topics, or every topic the
         principal may describe when none are named."""

@@ -13,6 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from backend.contracts.overview import kafka_release, lacking
+from backend.kafka.jars import KAFKA_VERSION
 from backend.kafka.javaadmin.gateway import SOURCE, ReaderDown, ReaderError
 from backend.kafka.javaadmin.reader import KafkaReader, kafka_error
 from backend.kafka.settings import KafkaSettings
@@ -102,6 +104,12 @@ def test_every_group_type_is_listed_and_described(kafka: KafkaSettings, reader: 
 
 
 @pytest.mark.broker
+def test_the_pinned_kafka_says_its_release_and_lacks_no_group_type(reader: KafkaReader) -> None:
+    features = reader.features()
+    assert kafka_release(features) == ".".join(KAFKA_VERSION.split(".")[:2])
+    assert lacking(features) == ()  # share and streams groups are on in the embedded node
+
+
 def test_offsets_of_many_groups_in_one_call(kafka: KafkaSettings, reader: KafkaReader,
                                             unique: str) -> None:
     topic = f"many-{unique}"
@@ -187,8 +195,8 @@ def test_the_reader_calls_no_write_api() -> None:
     Admin's read methods (a DESCRIBE-only principal test covers the cluster's side)."""
     source = SOURCE.read_text()
     calls = set(re.findall(r"admin\.(\w+)\(", source))
-    assert calls <= {"describeCluster", "listTopics", "describeTopics", "listGroups",
-                     "describeClassicGroups",
+    assert calls <= {"describeCluster", "describeFeatures", "listTopics", "describeTopics",
+                     "listGroups", "describeClassicGroups",
                      "describeConsumerGroups", "describeShareGroups", "describeStreamsGroups",
                      "listConsumerGroupOffsets", "listShareGroupOffsets",
                      "listStreamsGroupOffsets", "listOffsets"}, calls

@@ -23,6 +23,9 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ClassicGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeFeaturesOptions;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.DescribeClassicGroupsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
@@ -152,6 +155,22 @@ public final class AdminReader {
                 j.openList().num(n.id()).str(n.host()).num(n.port()).str(n.rack()).closeList();
             }
             return j.closeList().close().toString();
+        });
+    }
+
+    /**
+     * The cluster's finalized features: name -> level (metadata.version names the release;
+     * share.version, streams.version and group.version switch group types on).
+     */
+    public String features(int timeoutMs) {
+        return answer(timeoutMs, end -> {
+            FeatureMetadata f = get(admin.describeFeatures(
+                    new DescribeFeaturesOptions().timeoutMs(nodeWait(timeoutMs))).featureMetadata(), end);
+            Json j = new Json().open().key("finalized").open();
+            for (Map.Entry<String, FinalizedVersionRange> e : f.finalizedFeatures().entrySet()) {
+                j.key(e.getKey()).num(e.getValue().maxVersionLevel());
+            }
+            return j.close().close().toString();
         });
     }
 
