@@ -67,6 +67,16 @@ class LabConfig:
     def stream_count(self) -> int:
         return self.streams if self.streams is not None else max(24, 4 * self.partitions)
 
+    @property
+    def grown_partitions(self) -> int:
+        """The topic's partitions after a `partitions` event."""
+        return self.added_partitions or 2 * self.partitions
+
+    def fed_partitions(self, partitions: int) -> frozenset[int]:
+        """The partitions the cars' keys land on: a partition no car hashes to has no
+        batches, so it is never waited for."""
+        return frozenset(partition_for(s, partitions) for s in stream_ids(self.stream_count))
+
 
 @dataclass
 class _Group:
@@ -107,9 +117,9 @@ class LabRun:
         self.name = config.name or f"lab-{int(time.time())}"
         self.topic = f"{self.name}-telemetry"
         self.progress = progress
-        # the partitions the cars' keys land on: a partition no car hashes to has no batches
-        self.fed = len({partition_for(s, config.partitions)
-                        for s in stream_ids(config.stream_count)})
+        self.fed = len(config.fed_partitions(config.partitions))
+        # after a `partitions` event, the grown topic's (worked out once, at the event)
+        self.fed_after: frozenset[int] | None = None
         self.groups = [
             _Group(lab, f"{self.name}-{lab}", ReplicaPool(
                 LaunchConfig(group=f"{self.name}-{lab}", topic=self.topic,
@@ -205,7 +215,8 @@ class LabRun:
     def _apply(self, tail: ProcessedTail) -> None:
         event = self.config.event
         if event == PARTITIONS:
-            grown = self.config.added_partitions or 2 * self.config.partitions
+            grown = self.config.grown_partitions
+            self.fed_after = self.config.fed_partitions(grown)
             for g in self.groups:  # the changelogs first: co-partitioned when a member sees it
                 add_partitions(self.settings, summaries_topic(g.group), grown)
             add_partitions(self.settings, self.topic, grown)
@@ -237,6 +248,8 @@ class LabRun:
         while time.monotonic() < deadline:
             tail.read()
             now = time.monotonic()
+            for g in self.groups:
+                self._step_bounce(tail, g)
             waiting = [g.lab for g in self.groups if not self._done(tail, g, event_ms)]
             if not waiting:
                 quiet_since = quiet_since or now
@@ -252,27 +265,32 @@ class LabRun:
                       "still stalled")
         return _now_ms()
 
+    def _step_bounce(self, tail: ProcessedTail, g: _Group) -> None:
+        """A rolling restart's next step: once the replica restarted last processes again,
+        restart the next one; after the last, the group's bounce is over."""
+        if g.bouncing is None:
+            return
+        name, restarts, asked = g.bouncing
+        info = g.pool.get(name)
+        if info.restarts <= restarts or not info.alive or not _wrote_since(
+                tail, g.group, name, (info.started_at or asked) * 1000):
+            return
+        if g.bounce:
+            self._bounce_next(g)
+        else:
+            g.bouncing = None
+
     def _done(self, tail: ProcessedTail, g: _Group, event_ms: int) -> bool:
         """The group is over the event: what the event asked of it happened, and every
         partition processed a batch within the stall limit of now."""
         if g.bouncing is not None:
-            name, restarts, asked = g.bouncing
-            info = g.pool.get(name)
-            if info.restarts <= restarts or not info.alive or not _wrote_since(
-                    tail, g.group, name, (info.started_at or asked) * 1000):
-                return False
-            if g.bounce:
-                self._bounce_next(g)
-                return False
-            g.bouncing = None
+            return False
         if g.added is not None and not _wrote_since(tail, g.group, g.added, event_ms):
             return False
         latest = tail.latest[g.group]
-        if self.config.event == PARTITIONS:
-            grown = self.config.added_partitions or 2 * self.config.partitions
-            fed = {partition_for(s, grown) for s in stream_ids(self.config.stream_count)}
-            if not fed <= {p for p, t in latest.items() if t > event_ms}:
-                return False
+        if self.fed_after is not None and not self.fed_after <= {
+                p for p, t in latest.items() if t > event_ms}:
+            return False
         now = _now_ms()
         return bool(latest) and all(now - t <= g.silence_ms for t in latest.values())
 
