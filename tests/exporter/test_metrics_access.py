@@ -112,11 +112,10 @@ def test_the_exporter_serves_metrics_over_tls_to_the_scraper_with_the_password(
     assert f"metrics at https://localhost:{port}/metrics, asking TLS and basic auth" in \
         cmd.stdout()
     trusted = ssl.create_default_context(cafile=str(ca.cert))
-    url = f"https://127.0.0.1:{port}/metrics"
-
-    def get(header: str | None, context: ssl.SSLContext = trusted) -> tuple[int, str]:
-        request = urllib.request.Request(url, headers={"Authorization": header} if header
-                                         else {})
+    def get(header: str | None, context: ssl.SSLContext = trusted,
+            path: str = "/metrics") -> tuple[int, str]:
+        request = urllib.request.Request(f"https://127.0.0.1:{port}{path}",
+                                         headers={"Authorization": header} if header else {})
         try:
             with urllib.request.urlopen(request, timeout=10, context=context) as resp:
                 return resp.status, resp.read().decode()
@@ -133,9 +132,11 @@ def test_the_exporter_serves_metrics_over_tls_to_the_scraper_with_the_password(
     assert any(name.startswith("groupscope_") for name, _ in samples), sorted(samples)[:5]
     assert get("Basic " + base64.b64encode(b"prometheus:guess").decode())[0] == 401
     # the probe's /healthz asks no credentials and says nothing but whether it reads
-    url = f"https://127.0.0.1:{port}/healthz"
-    status, line = wait_until(lambda: (lambda got: got if got[0] == 200 else None)(get(None)),
-                              30, interval=0.5, what="/healthz ok")
+    def healthy() -> tuple[int, str] | None:
+        got = get(None, path="/healthz")
+        return got if got[0] == 200 else None
+
+    _status, line = wait_until(healthy, 30, interval=0.5, what="/healthz ok")
     assert line.startswith("ok: the last cycle ended") and kafka.bootstrap not in line
     with pytest.raises(OSError):  # plain HTTP gets nothing from a TLS port (reset, refused)
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)

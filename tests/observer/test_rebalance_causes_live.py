@@ -110,7 +110,10 @@ def test_a_killed_member_expires_and_a_closed_one_leaves(kafka, unique, members_
     # the last heartbeat, so the figure runs short by up to a poll and a heartbeat; the
     # memory's polls came late under load in CI (3.5 s seen against a 6 s session)
     assert SESSION_S / 2 <= why.dead_ms / 1000 <= SESSION_S + 3, why
-    assert expired.start_ms / 1000 - killed_at >= SESSION_S - 1.5
+    # not noticed at the kill but at the expiry: an episode seen only by its generation
+    # moving starts at the poll before it, which a starved poller (load 20 in a CI run) left
+    # 2 s early against a 15 s session, so half the session is the bound, as for dead_ms
+    assert expired.start_ms / 1000 - killed_at >= SESSION_S / 2
     assert {m.partition for m in expired.impact.moved if m.source == "m-b"}
     assert left.cause == LEFT and left.left == ("m-c",), left
     assert left.causes[0].dead_ms <= 2000, left  # committed until it went: no expiry wait
