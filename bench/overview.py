@@ -112,9 +112,20 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str) -> dict:
                 "errors": sum(r.error is not None for r in rows),
                 "lagging": len(lagging),
                 "lag_seconds_known": sum(r.max_lag_seconds is not None for r in lagging)})
+        rss = _rss_mb()  # the watcher's process and its reader JVM, warm
     finally:
         watcher.stop()
-    return {**{k: round(v, 2) for k, v in marks.items()}, "cycles": per_cycle}
+    return {**{k: round(v, 2) for k, v in marks.items()}, "cycles": per_cycle, "rss_mb": rss}
+
+
+def _rss_mb() -> dict[str, float]:
+    import psutil
+
+    me = psutil.Process()
+    children = me.children(recursive=True)
+    python = me.memory_info().rss / 2**20
+    java = sum(c.memory_info().rss for c in children) / 2**20
+    return {"python": round(python), "reader_jvm": round(java), "total": round(python + java)}
 
 
 def main() -> int:
@@ -142,6 +153,9 @@ def main() -> int:
     print(f"  names listed          {result.get('names_s', '-')} s")
     print(f"  visible rows filled   {result.get('visible_s', '-')} s ({args.visible} rows)")
     print(f"  every row filled      {result['all_rows_s']} s")
+    rss = result["rss_mb"]
+    print(f"  resident memory       {rss['total']} MiB (Python {rss['python']}, the reader's "
+          f"JVM {rss['reader_jvm']})")
     print(f"{'cycle':>5} {'seconds':>8} {'requests':>9} {'described':>10} {'errors':>7} "
           f"{'lagging':>8} {'lag s known':>11}")
     for c in result["cycles"]:
