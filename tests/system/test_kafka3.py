@@ -81,6 +81,7 @@ def tool_offsets(kafka3: KafkaSettings, group: str) -> dict[int, tuple[int, int]
     return rows
 
 
+@pytest.mark.slow  # a Kafka 3.9 node, Kafka's tool and a page: the second lane
 @pytest.mark.timeout(240)
 def test_groups_snapshot_and_offsets_reset_read_a_kafka_3_cluster_as_its_own_tool_does(
         kafka3, cluster, capsys) -> None:
@@ -127,6 +128,7 @@ def test_groups_snapshot_and_offsets_reset_read_a_kafka_3_cluster_as_its_own_too
     seed_groups(kafka3, {idle: {(topic, p): at for p, at in enumerate(COMMITTED)}})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_exporter_alerts_and_the_groups_page_on_a_kafka_3_cluster(
         kafka3, cluster, groupscope, chromium, tmp_path) -> None:  # noqa: F811
