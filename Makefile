@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup jars lint unit bench clean soak-brokers soak-page screenshots
+.PHONY: demo test setup jars lint unit bench clean soak-brokers soak-page screenshots wheel
 
 # ROOM=1: a workshop room (participants' laptops join over the LAN); ROOM=IP picks the address
 demo: setup jars
@@ -26,6 +26,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# the wheel a server installs (docs/production.md#install-it-as-a-service): the Kafka reader and
+# the offsets writer compiled into it (setup.py), so a Java runtime suffices where it runs
+wheel: setup jars
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation --wheel-dir dist .
 
 # Kafka's jars by Maven coordinates into the user's cache (once; offline afterwards), and
 # Kafka's and Spark's class-data archives for faster starts (once per Java and jars).

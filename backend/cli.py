@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from backend.cli_common import UserError
+from backend.kafka.jars import JarResolutionError
 from backend.kafka.properties import KafkaConfigError
 from backend.kafka.settings import ClusterUnreachable
 from backend.netutil import PortBusyError
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (UserError, KafkaConfigError, ClusterUnreachable, PortBusyError) as exc:
+    except (UserError, KafkaConfigError, ClusterUnreachable, PortBusyError,
+            JarResolutionError) as exc:
         print(f"groupscope {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

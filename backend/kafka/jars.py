@@ -8,6 +8,7 @@ demand, beside it (`kafka_extras`).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -78,8 +79,56 @@ def ivy_jar() -> Path:
     return jars[-1]
 
 
+# a directory holding Kafka's jars (a Kafka install's libs/, or a copy of this cache's), for a
+# host that cannot reach Maven Central: read instead of downloading the pinned release
+ENV_KAFKA_JARS = "GROUPSCOPE_KAFKA_JARS"
+
+
+def named_lib_dir() -> Path | None:
+    named = os.environ.get(ENV_KAFKA_JARS)
+    return Path(named).expanduser() if named else None
+
+
 def kafka_lib_dir(version: str = KAFKA_VERSION) -> Path:
+    named = named_lib_dir()
+    if named is not None and version == KAFKA_VERSION:
+        return named
     return cache_dir() / f"kafka-{version}" / "lib"
+
+
+def client_jars() -> list[Path]:
+    """kafka-clients and its logging API, for a JVM of ours that talks to Kafka (the reader,
+    the offsets writer): from the directory GROUPSCOPE_KAFKA_JARS names, else the pinned
+    release, downloaded once with a progress line."""
+    lib = kafka_lib_dir()
+    named = named_lib_dir()
+
+    def found() -> list[Path]:
+        return sorted([*lib.glob("kafka-clients-*.jar"), *lib.glob("slf4j-api-*.jar")])
+
+    jars = found()
+    if named is None and len(jars) < 2:
+        kafka_classpath()
+        jars = found()
+    clients = [j for j in jars if j.name.startswith("kafka-clients-")]
+    if named is not None and (not clients or len(jars) < 2):
+        raise JarResolutionError(f"{ENV_KAFKA_JARS}={named} holds no kafka-clients and "
+                                 f"slf4j-api jars: name a Kafka {KAFKA_VERSION} libs/ directory")
+    if named is not None:
+        have = clients[-1].name.removeprefix("kafka-clients-").removesuffix(".jar")
+        if _release(have) < _release(KAFKA_VERSION):
+            raise JarResolutionError(f"{ENV_KAFKA_JARS}={named} holds kafka-clients {have}; "
+                                     f"groupscope reads with Kafka {KAFKA_VERSION}'s client or "
+                                     f"later (it still reads clusters back to Kafka 2.1)")
+    return jars
+
+
+def _release(version: str) -> tuple[int, int]:
+    parts = [*version.split("."), "0"][:2]
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return (0, 0)
 
 
 def kafka_classpath(version: str = KAFKA_VERSION, quiet: bool = False) -> str:

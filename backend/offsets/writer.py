@@ -15,7 +15,8 @@ import subprocess
 from pathlib import Path
 
 from backend.classdata import java
-from backend.kafka.javaadmin.gateway import client_jars, compile_jar
+from backend.kafka.jars import client_jars
+from backend.kafka.javaadmin.gateway import compile_jar
 from backend.kafka.javaadmin.javaconfig import java_properties, properties_text
 from backend.kafka.settings import KafkaSettings
 from backend.offsets.plan import TP, Plan

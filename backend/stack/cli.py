@@ -29,7 +29,10 @@ from backend.kafka.settings import resolve_settings
 from backend.netutil import is_loopback
 from backend.paths import data_dir
 from backend.proc import StopSignals
-from backend.stack.procfile import REPO_ROOT
+
+# the dashboard's scripts and its Streamlit settings (`.streamlit/config.toml`), found beside
+# this package in a checkout and in an installed wheel alike
+DASHBOARD = Path(__file__).resolve().parents[2] / "dashboard"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -307,13 +310,20 @@ def _streamlit_options(port: int, address: str) -> dict[str, object]:
 
 
 def _exec_dashboard(port: int, address: str) -> int:
-    app = REPO_ROOT / "dashboard" / "app.py"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app),
+    cmd = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD / "app.py"),
            *(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
              for k, v in _streamlit_options(port, address).items())]
-    os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
+    _enter_dashboard_dir()
     os.execv(sys.executable, cmd)
     return 0  # not reached
+
+
+def _enter_dashboard_dir() -> None:
+    """Streamlit reads its settings from `.streamlit/config.toml` in the working directory:
+    the dashboard package's own, in a checkout and in an installed wheel alike. The data
+    directory is pinned first, since by default it is relative to where the command ran."""
+    os.environ["GROUPSCOPE_DATA"] = str(data_dir().resolve())
+    os.chdir(DASHBOARD)
 
 
 def _run_dashboard(options: dict[str, object]) -> None:
@@ -321,8 +331,8 @@ def _run_dashboard(options: dict[str, object]) -> None:
     `bootstrap.run` returns, leaving the caller's shutdown to run (bounded; see always_on)."""
     from streamlit.web import bootstrap
 
-    app = str(REPO_ROOT / "dashboard" / "app.py")
-    os.chdir(REPO_ROOT)  # .streamlit/config.toml lives here
+    app = str(DASHBOARD / "app.py")
+    _enter_dashboard_dir()
     flags = {k.replace(".", "_"): v for k, v in options.items()}
     bootstrap.load_config_options(flag_options=flags)
     bootstrap.run(app, False, [], flags)

@@ -16,7 +16,6 @@ every browser later.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import urllib.error
 import urllib.request
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from backend.contracts.signin import SignIn, SignInError, load_sign_in
 from backend.errors import one_line
+from backend.paths import write_private
 
 COOKIE_KEY_FILE = "signin-cookie.key"
 SECRETS_FILE = "signin-secrets.toml"
@@ -53,15 +53,6 @@ def check_provider(sign_in: SignIn, timeout_s: float = DISCOVERY_TIMEOUT_S) -> N
                           f"{sign_in.issuer}: set [oidc] issuer to exactly its issuer")
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Written whole with mode 0600 from the first byte, then moved into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def cookie_key(data: Path) -> str:
     """The key signing the sign-in cookie: made once, kept 0600 in the data directory."""
     path = data / COOKIE_KEY_FILE
@@ -72,7 +63,7 @@ def cookie_key(data: Path) -> str:
     if len(key) < 32:
         key = secrets.token_urlsafe(48)
         data.mkdir(parents=True, exist_ok=True)
-        _write_private(path, key + "\n")
+        write_private(path, key + "\n")
     return key
 
 
@@ -95,7 +86,7 @@ def streamlit_secrets(path: Path, data: Path) -> Iterator[tuple[SignIn, Path]]:
     auth = sign_in.streamlit_auth(cookie_key(data))  # reads the client secret: fails early
     check_provider(sign_in)
     secrets_path = data / SECRETS_FILE
-    _write_private(secrets_path, "\n".join(_toml(auth, "auth")) + "\n")
+    write_private(secrets_path, "\n".join(_toml(auth, "auth")) + "\n")
     try:
         yield sign_in, secrets_path
     finally:

@@ -25,7 +25,7 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, chromium, unique, 
             _check(page, topic)
         finally:
             page.screenshot(path=str(artifacts_dir / "status-page.png"), full_page=True)
-        # the dark theme from .streamlit/config.toml follows the browser's preference
+        # the dark theme from dashboard/.streamlit/config.toml follows the browser's preference
         page.emulate_media(color_scheme="dark")
         page.reload()
         _check(page, topic)

@@ -41,7 +41,7 @@ import orjson
 from backend import classdata as base
 from backend.classdata import archive_dir, java, jvm_options
 from backend.kafka.clients import quiet_admin
-from backend.kafka.jars import KAFKA_VERSION, kafka_classpath, kafka_lib_dir
+from backend.kafka.jars import KAFKA_VERSION, client_jars
 from backend.kafka.javaadmin.javaconfig import java_properties, properties_text
 from backend.kafka.properties import KafkaConfigError
 from backend.kafka.settings import KafkaSettings
@@ -96,18 +96,6 @@ class ReaderDown(ReaderError):
     """The reader's JVM died or stopped answering; it is being restarted."""
 
 
-def _client_jars() -> list[Path]:
-    """The jars the Admin client needs of Kafka's: the client and its logging API, from the
-    pinned release the nodes run (backend/kafka/jars.py): one download serves both, so
-    this layer takes Kafka's jars, and nothing else, from Kafka's runtime."""
-    lib = kafka_lib_dir()
-    jars = [*lib.glob("kafka-clients-*.jar"), *lib.glob("slf4j-api-*.jar")]
-    if len(jars) < 2:
-        kafka_classpath()  # downloads Kafka's jars once, with a progress line
-        jars = [*lib.glob("kafka-clients-*.jar"), *lib.glob("slf4j-api-*.jar")]
-    return sorted(jars)
-
-
 def py4j_jar() -> Path:
     """py4j's own jar: installed beside the package (`<prefix>/share/py4j`), else pyspark's."""
     found = sorted(Path(sys.prefix).glob("share/py4j/py4j*.jar"))
@@ -123,19 +111,38 @@ def py4j_jar() -> Path:
 def compiled_classes(quiet: bool = True) -> Path:
     """The jar of the reader's compiled classes, built once per source and Java (in the
     environment's share folder beside the class-data archives)."""
-    return compile_jar(SOURCE, READER_JAR, "kafka-reader", [*_client_jars(), py4j_jar()],
+    return compile_jar(SOURCE, READER_JAR, "kafka-reader", [*client_jars(), py4j_jar()],
                        "groupscope's Kafka reader", quiet)
 
 
-def client_jars() -> list[Path]:
-    """Kafka's client jars (and its logging API), for a JVM of ours that talks to Kafka."""
-    return _client_jars()
+PREBUILT = "prebuilt"  # beside a Java source in an installed wheel: its jar, compiled at build
+JAVA_RELEASE = "17"  # the class files' target: a jar built once runs on any Java 17 or later
+
+
+def source_digest(source: Path) -> str:
+    return hashlib.sha256(source.read_bytes()).hexdigest()
+
+
+def prebuilt_jar(source: Path, jar_name: str) -> Path | None:
+    """The jar the wheel was built with for `source` (setup.py puts it in `prebuilt/` beside
+    the source, with the source's digest), if it is there and was built from this source:
+    then a Java runtime suffices, no JDK."""
+    jar = source.parent / PREBUILT / jar_name
+    digest = jar.with_name(jar.name + ".sha256")
+    if jar.exists() and digest.exists() and \
+            digest.read_text().strip() == source_digest(source):
+        return jar
+    return None
 
 
 def compile_jar(source: Path, jar_name: str, prefix: str, jars: Sequence[Path],
                 what: str, quiet: bool = True) -> Path:
     """`source` compiled against `jars` into `<share>/<prefix>-<key>/<jar_name>`, once per
-    source, Java and jars; older builds of the same prefix are deleted."""
+    source, Java and jars; older builds of the same prefix are deleted. An installed wheel's
+    prebuilt jar is taken as it is."""
+    shipped = prebuilt_jar(source, jar_name)
+    if shipped is not None:
+        return shipped
     javac = _javac()
     key = hashlib.sha256(source.read_bytes() + str(javac).encode()
                          + ":".join(j.name for j in jars).encode()
@@ -149,8 +156,8 @@ def compile_jar(source: Path, jar_name: str, prefix: str, jars: Sequence[Path],
     shutil.rmtree(tmp, ignore_errors=True)
     classes = tmp / "classes"
     classes.mkdir(parents=True)
-    done = subprocess.run([str(javac), "-nowarn", "-d", str(classes), "-cp",
-                           os.pathsep.join(map(str, jars)), str(source)],
+    done = subprocess.run([str(javac), "-nowarn", "--release", JAVA_RELEASE, "-d",
+                           str(classes), "-cp", os.pathsep.join(map(str, jars)), str(source)],
                           capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -180,7 +187,7 @@ def _forget_older_builds(current: Path, prefix: str) -> None:
 
 def class_path() -> list[Path]:
     """The reader JVM's class path: our jar, then Kafka's client jars and py4j's."""
-    return [compiled_classes(), *_client_jars(), py4j_jar()]
+    return [compiled_classes(), *client_jars(), py4j_jar()]
 
 
 def class_archive_path(classpath: Sequence[Path] | None = None) -> Path | None:
