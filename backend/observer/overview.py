@@ -35,6 +35,7 @@ from backend.observer.overview_model import OverviewModel
 from backend.observer.sample import Sampler
 
 log = logging.getLogger("groupscope.overview")
+PUBLISH_EVERY_S = 0.5  # during a cycle, how often the rows described so far are published
 
 Listener = Callable[[Overview], None]
 CYCLES_KEPT = 60
@@ -149,6 +150,7 @@ class OverviewWatcher:
         # the next batch is read while this one is folded in: the JVM and the broker work
         # while Python computes, so a cycle costs about the larger of the two, not the sum
         ahead = self._read_ahead(batches, 0, ends_cycle)
+        published = time.monotonic()
         for i in range(len(batches)):
             if self._stop.is_set():  # stopping: the rows keep their last values
                 break
@@ -172,7 +174,12 @@ class OverviewWatcher:
                                         if history is not None else ())
                 refreshed += 1
                 errors += row.error is not None
-            self._publish()
+            # the first batch (the visible rows) at once, the rest at most every
+            # PUBLISH_EVERY_S (each publication copies every row), the whole at the end
+            now = time.monotonic()
+            if i == 0 or now - published >= PUBLISH_EVERY_S:
+                self._publish()
+                published = now
         episodes, states, lag = self.model.drain()
         if history is not None:
             history.submit(int(time.time() * 1000), episodes, states, lag)
