@@ -58,7 +58,10 @@ def account() -> Admission | None:
             log.warning("refused %s: %s", admission.user or "an unnamed account", admission.why)
         st.title("groupscope")
         st.error(f"Not let in: {admission.why}.")
-        if st.button("Sign out", key="gs_sign_out"):
+        again, out, _ = st.columns([1, 1, 4])
+        if again.button("Sign in again", key="gs_sign_in_again", type="primary"):
+            st.login()  # the provider's session may renew the token, or take another account
+        if out.button("Sign out", key="gs_sign_out"):
             st.logout()
         st.stop()
     return admission
