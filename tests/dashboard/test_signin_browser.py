@@ -23,7 +23,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from confluent_kafka import Producer
 
 from backend.history.sqlite import SqliteStore
 from backend.netutil import free_port, wait_until
@@ -32,6 +31,7 @@ from tests.dashboard.browser import button
 from tests.dashboard.group import create_topic
 from tests.dashboard.test_groups_browser import watch_server
 from tests.dashboard.test_offsets_page_browser import _committed, _fill
+from tests.exporter.test_exporter_live import produce_exactly
 from tests.observer.seed import seed_groups
 
 PARTITIONS = 2
@@ -127,11 +127,7 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
         broker, kafka, chromium, unique, artifacts_dir, tmp_path) -> None:
     topic, group = f"ledger-{unique}", f"invoicer-{unique}"
     create_topic(kafka, topic, PARTITIONS)
-    producer = Producer(kafka.client_config())
-    for p in range(PARTITIONS):
-        for i in range(RECORDS):
-            producer.produce(topic, value=b"%d" % i, partition=p)
-    assert producer.flush(30) == 0
+    produce_exactly(kafka, topic, (RECORDS,) * PARTITIONS)
     seed_groups(kafka, {group: {(topic, p): COMMITTED for p in range(PARTITIONS)}})
     log, data = tmp_path / "watch.log", tmp_path / "data"
     with oidc_provider(tmp_path / "oidc.log") as issuer:
