@@ -158,6 +158,9 @@ def _projector_switch() -> None:
                    f"?{PROJECTOR_QUERY[0]}={PROJECTOR_QUERY[1]} to a page's address")
 
 
+PASSCODE_SAID = "gs_passcode_said"  # what the last wrong passcode was told, until the next try
+
+
 def _viewer_panel() -> None:
     """A viewer's sidebar: no control widget; in room mode, the presenter passcode box."""
     st.caption("Viewing: the presenter has the controls.")
@@ -168,15 +171,23 @@ def _viewer_panel() -> None:
                               help="unlocks the controls in this browser tab only")
         submitted = st.form_submit_button("Unlock", key="gs_unlock")
     outcome = presenter.try_passcode(given) if submitted else None
-    if outcome is not None and outcome.verdict is Verdict.ACCEPTED:
-        st.rerun()  # draw the page again, now with the controls
+    if outcome is not None:
+        st.session_state.pop(PASSCODE_SAID, None)
+        if outcome.verdict is Verdict.ACCEPTED:
+            st.rerun()  # draw the page again, now with the controls
+        if outcome.verdict is Verdict.WRONG:
+            # kept until the next try: the page reruns every few seconds, and a warning drawn
+            # on the submitting run alone was gone before a reader (or a test) saw it
+            left = outcome.tries_left
+            st.session_state[PASSCODE_SAID] = (
+                f"Wrong passcode: {left} more {'try' if left == 1 else 'tries'} before this "
+                f"address is locked out.")
     locked = presenter.passcode_locked_for()
     if locked > 0:
+        st.session_state.pop(PASSCODE_SAID, None)  # its count starts again after the lock
         st.error(f"Too many wrong passcodes from this address: locked for {locked:.0f} s.")
-    elif outcome is not None and outcome.verdict is Verdict.WRONG:
-        left = outcome.tries_left
-        st.warning(f"Wrong passcode: {left} more {'try' if left == 1 else 'tries'} before "
-                   f"this address is locked out.")
+    elif PASSCODE_SAID in st.session_state:
+        st.warning(st.session_state[PASSCODE_SAID])
 
 
 @st.fragment(run_every=2.0)
