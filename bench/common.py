@@ -175,7 +175,7 @@ def replica_cmd(name: str, group: str, topic: str, bootstrap: str, spark_remote:
                 assignor: str | None = None, batch_max: int | None = None,
                 share: bool = False) -> list[str]:
     """A replica's command line; `share`: a share group's member (no protocol options)."""
-    from backend.supervisor.processes import replica_argv
+    from backend.pool.processes import replica_argv
 
     extra = ("--batch-max", str(batch_max)) if batch_max else ()
     if share:

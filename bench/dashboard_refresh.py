@@ -31,7 +31,7 @@ from backend.contracts import (  # noqa: E402
     StreamView,
 )
 from backend.kafka.partitioner import partition_for  # noqa: E402
-from backend.supervisor.names import name_at  # noqa: E402
+from backend.pool.names import name_at  # noqa: E402
 
 
 def build(partitions: int = 64, replicas: int = 16, streams: int = 1000,

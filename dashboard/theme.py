@@ -2,7 +2,7 @@
 
 Replica colours must be stable: the same replica keeps its colour across refreshes, tabs and
 restarts, so the room can follow "the orange one". They are the supervisor's
-(`backend.supervisor.names.colour_for`, a fixed function of the name, never of its position
+(`backend.pool.names.colour_for`, a fixed function of the name, never of its position
 in a list, which changes when a replica leaves), so the dashboard, the CLI and the charts
 paint a replica alike.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from backend.supervisor.names import colour_for
+from backend.pool.names import colour_for
 
 UNOWNED = "#9ca3af"  # a partition nobody owns (mid-rebalance or empty group)
 REBALANCE_FILL = "rgba(234, 88, 12, 0.18)"

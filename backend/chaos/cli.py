@@ -71,7 +71,7 @@ def _chaos(args: argparse.Namespace) -> int:
 
     from backend.chaos.report import render, to_dict
     from backend.chaos.run import ChaosConfig, ChaosRun
-    from backend.supervisor.processes import InvalidRequest, validate_options
+    from backend.pool.processes import InvalidRequest, validate_options
 
     if not args.min_replicas <= args.replicas <= args.max_replicas:
         raise UserError("need --min-replicas <= --replicas <= --max-replicas")

@@ -36,7 +36,7 @@ from backend.kafka.share import ensure_share_group
 from backend.kafka.topics import TopicSpec, ensure, ensure_topics
 from backend.observer.observer import Observer
 from backend.observer.queue_tail import QueueTail
-from backend.supervisor.processes import LaunchConfig, PoolError, ReplicaPool
+from backend.pool.processes import LaunchConfig, PoolError, ReplicaPool
 
 log = logging.getLogger("groupscope.chaos")
 

@@ -36,7 +36,7 @@ from backend.kafka.settings import KafkaSettings
 from backend.kafka.topics import add_partitions, ensure_topics
 from backend.lab.measure import batches, cadence, score
 from backend.lab.tail import ProcessedTail
-from backend.supervisor.processes import LaunchConfig, ReplicaPool
+from backend.pool.processes import LaunchConfig, ReplicaPool
 
 Progress = Callable[[str], None]
 WARM_WINDOW_S = 6.0  # the start-up's rebalances are over when a window this long is calm

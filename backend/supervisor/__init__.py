@@ -1,1 +1,1 @@
-"""Replica process control and the control API."""
+"""The supervisor: the demo's processes and the control API that drives them."""

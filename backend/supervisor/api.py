@@ -53,9 +53,9 @@ from backend.contracts.control import (
     StreamsRequest,
 )
 from backend.netutil import wait_until
+from backend.pool.names import NAME_RE
+from backend.pool.processes import PoolError, UnknownReplica
 from backend.supervisor.auth import token_matches
-from backend.supervisor.names import NAME_RE
-from backend.supervisor.processes import PoolError, UnknownReplica
 from backend.supervisor.service import DependencyError, SupervisorService
 
 log = logging.getLogger("groupscope.supervisor.api")

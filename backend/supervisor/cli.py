@@ -196,12 +196,12 @@ def _fail(command: str, message: str, code: int = 2) -> int:
 def _backend(args: argparse.Namespace) -> int:
     import logging
 
-    from backend.supervisor.api import ControlServer
-    from backend.supervisor.processes import (
+    from backend.pool.processes import (
         InvalidRequest,
         default_replica_command,
         validate_options,
     )
+    from backend.supervisor.api import ControlServer
     from backend.supervisor.service import ServiceConfig, SupervisorService
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s [backend] %(message)s",

@@ -31,7 +31,7 @@ from backend.kafka.settings import KafkaSettings
 from backend.kafka.telemetry import Telemetry
 from backend.offsets.plan import Plan, Target, TopicSpec, choose_target, format_ms
 from backend.offsets.reset import Group, apply, keys_moved, plan_reset_now, read
-from backend.supervisor.processes import PoolError
+from backend.pool.processes import PoolError
 
 EMPTY_WITHIN_S = 30.0  # a graceful leave empties the group at once; a static member waits
 REPLAY_SENDER = "supervisor"  # the events' sender: the feed names who asked

@@ -55,11 +55,8 @@ from backend.kafka.javaadmin.reader import KafkaReader
 from backend.kafka.partitioner import partition_for
 from backend.kafka.settings import KafkaSettings
 from backend.kafka.topics import TopicError, ensure_topics
-from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
-from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
-from backend.supervisor.memory import DemoMemory
-from backend.supervisor.names import colour_for
-from backend.supervisor.processes import (
+from backend.pool.names import colour_for
+from backend.pool.processes import (
     DEFAULT_STOP_GRACE,
     LaunchConfig,
     PoolError,
@@ -68,6 +65,9 @@ from backend.supervisor.processes import (
     UnknownReplica,
     default_replica_command,
 )
+from backend.proc import LAST_WAVE_S, STOP_BUDGET_S, StopSignals
+from backend.supervisor.auth import generate_token, remove_control_files, write_control_files
+from backend.supervisor.memory import DemoMemory
 from backend.supervisor.replay import Replayer
 
 log = logging.getLogger("groupscope.supervisor")

@@ -15,7 +15,7 @@ from backend.contracts import (
     StreamView,
 )
 from backend.kafka.partitioner import partition_for
-from backend.supervisor.names import PALETTE, colour_for, contrast_ratio, luminance
+from backend.pool.names import PALETTE, colour_for, contrast_ratio, luminance
 from dashboard import live_model as lm
 from dashboard.figures import throughput_lag_figure
 from dashboard.panels import cards_html, lanes_html

@@ -20,8 +20,8 @@ import pytest
 
 from backend import proc as proc_module
 from backend.netutil import wait_until
+from backend.pool.processes import replica_argv
 from backend.proc import StopSignals, process_args, spawn, terminate
-from backend.supervisor.processes import replica_argv
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,8 +22,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from backend.chaos import verify
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
+from backend.pool.processes import replica_argv
 from backend.proc import STOP_WITHIN_S, reap, send, spawn
-from backend.supervisor.processes import replica_argv
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -35,9 +35,9 @@ from backend.control_files import (
     read_control_files,
     running_supervisors,
 )
+from backend.pool.processes import InvalidRequest, LaunchConfig, validate_options
 from backend.supervisor.api import _validation_line, create_app
 from backend.supervisor.auth import remove_control_files, token_matches, write_control_files
-from backend.supervisor.processes import InvalidRequest, LaunchConfig, validate_options
 
 
 def _validate(model: Any, raw: bytes) -> Any:

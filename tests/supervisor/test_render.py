@@ -11,8 +11,8 @@ from backend.contracts.control import (
     ReplicaOptions,
     Status,
 )
+from backend.pool.names import colour_for
 from backend.supervisor.cli import render_status, table
-from backend.supervisor.names import colour_for
 
 
 def _replica(name: str, state: str, member: bool, parts: tuple[int, ...], **kw) -> ReplicaInfo:

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from backend.supervisor.names import (
+from backend.pool.names import (
     NAME_RE,
     NAMES,
     PALETTE,

@@ -17,7 +17,7 @@ import pytest
 
 from backend.contracts.control import ReplicaOptions
 from backend.netutil import wait_until
-from backend.supervisor.processes import InvalidRequest, LaunchConfig, PoolError, ReplicaPool
+from backend.pool.processes import InvalidRequest, LaunchConfig, PoolError, ReplicaPool
 from tests.supervisor.conftest import pid_alive
 
 SLEEPER = "import time\nwhile True: time.sleep(1)"

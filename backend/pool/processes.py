@@ -45,8 +45,8 @@ from backend.contracts.control import (
     resolve_commit,
 )
 from backend.errors import one_line
+from backend.pool.names import colour_for, next_free_name
 from backend.proc import spawn
-from backend.supervisor.names import colour_for, next_free_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STOP_GRACE = 30.0
