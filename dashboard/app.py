@@ -49,6 +49,7 @@ groups = st.Page(_PAGES / "groups.py", title="Groups", icon=":material/groups:",
                  url_path="groups")
 queues = st.Page(_PAGES / "queues.py", title="Queues", icon=":material/queue:",
                  url_path="queues")
+lab = st.Page(_PAGES / "lab.py", title="Lab", icon=":material/science:", url_path="lab")
 
 if read_only_env():  # `groupscope watch`: no page with controls; every group first
     pages = [st.Page(_PAGES / "groups.py", title="Groups", icon=":material/groups:",
@@ -60,8 +61,8 @@ if read_only_env():  # `groupscope watch`: no page with controls; every group fi
                              url_path="offsets"))
 else:
     pages = [st.Page(_PAGES / "live.py", title="Live", icon=":material/sensors:",
-                     url_path="live", default=True), queues, groups, streams, timeline,
-             watch, status]
+                     url_path="live", default=True), queues, lab, groups, streams,
+             timeline, watch, status]
     # the Watch page's form repoints this server at any address and reads any file on it as
     # client.properties (a bad line is shown: the room's passcode file would be): presenter only
     if session_role() is not Role.PRESENTER:

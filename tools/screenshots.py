@@ -27,6 +27,9 @@ assets/screenshots/:
   queues.png             Queues: share replicas scaled past the partitions (`ctl share
                          scale`) beside the consumer group's, every share replica working,
                          a consumer replica idle
+  lab-after-kill.png     Lab: the four default groups of two replicas (`POST /lab/start`),
+                         one replica of each killed at the same instant, the scoreboard
+                         measured; the lab is stopped afterwards
   replay-preview.png     Streams: the presenter's replay to the beginning previewed, per
                          partition and per car (not applied)
   streams-at-most-once.png  Streams: the replicas restarted committing before processing
@@ -78,6 +81,7 @@ if str(REPO) not in sys.path:  # run as `python tools/screenshots.py` from anywh
     sys.path.insert(0, str(REPO))
 
 from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC  # noqa: E402
+from backend.contracts.lab import DEFAULT_LAB_PROTOCOLS, KILL  # noqa: E402
 from backend.control_files import TOKEN_FILE  # noqa: E402
 from backend.kafka.clusterfile import read_cluster  # noqa: E402
 from backend.kafka.settings import KafkaSettings  # noqa: E402
@@ -615,6 +619,28 @@ def queues_shot(cam: Camera, partitions: int) -> None:
     cam.stack.control().share_scale(0)
 
 
+def lab_shot(cam: Camera) -> None:
+    """lab-after-kill.png: the Lab's four default groups of two replicas, one replica of
+    each killed at the same instant, the scoreboard measured; the lab is stopped after."""
+    picture = "lab-after-kill.png"
+    control = cam.stack.control()
+    control.lab_start(list(DEFAULT_LAB_PROTOCOLS), replicas=2)
+    try:
+        cam.open("lab", picture)
+        cam.until(picture, lambda: control.status().lab.phase == "ready", 6 * PAGE_S,
+                  "every lab group processing every partition")
+        control.lab_event(KILL)
+        cam.until(picture, lambda: (lab := control.status().lab).phase == "ready"
+                  and all(g.score is not None for g in lab.groups), 3 * PAGE_S,
+                  "every group's kill measured")
+        cam.until(picture, lambda: "Scoreboard" in cam.text("body"), PAGE_S,
+                  "the scoreboard drawn")
+        cam.shoot(picture, "Lab: one replica of each of four groups killed at once, each "
+                           "protocol's stall measured")
+    finally:
+        control.lab_stop()
+
+
 def streams_shots(cam: Camera) -> None:
     """replay-preview.png (the presenter's preview, nothing applied), then
     streams-at-most-once.png: the replicas restarted with `--commit before-processing` and
@@ -816,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
             live_shots(cam, partitions)
             timeline_shot(cam)
             queues_shot(cam, partitions)
+            lab_shot(cam)
             streams_shots(cam)
             brokers_shot(cam)
     except (KeyboardInterrupt, Interrupted):

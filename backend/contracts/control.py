@@ -29,6 +29,13 @@ from pydantic import (
 )
 
 from backend.contracts import AFTER_SUMMARY, CLASSIC, COMMIT_MODES, CONSUMER, TRANSACTIONAL
+from backend.contracts.lab import (
+    DEFAULT_LAB_PROTOCOLS,
+    LAB_EVENTS,
+    LAB_PROTOCOLS,
+    MAX_LAB_GROUPS,
+    Score,
+)
 
 # ---- group choices ----------------------------------------------------------------------
 
@@ -276,6 +283,73 @@ class ShareStatus(Answer):
         return tuple(r for r in self.replicas if r.alive)
 
 
+# ---- the rebalance lab, as the supervisor runs it for the Lab page ------------------------
+
+LabName = Literal[tuple(LAB_PROTOCOLS)]  # type: ignore[valid-type]
+LabEvent = Literal[tuple(LAB_EVENTS)]  # type: ignore[valid-type]
+MAX_LAB_REPLICAS = 4  # a group's replicas at the start: four groups of them share a laptop
+MAX_LAB_PARTITIONS = 60  # the page's lanes stay one line each up to here
+LAB_PHASES = ("starting", "warming", "baseline", "ready", "measuring")
+
+
+class LabLane(Answer):
+    """One partition of one lab group, as the page draws it."""
+
+    partition: int
+    owner: str | None = Field(description="the replica that processed its latest batch")
+    idle: bool = Field(description="nothing processed within the group's stall limit, or "
+                                   "its replica is gone")
+
+
+class LabGroup(Answer):
+    lab: LabName
+    group: str
+    replicas: tuple[str, ...] = Field(description="running replicas")
+    lanes: tuple[LabLane, ...]
+    stopwatch_s: float | None = Field(
+        None, description="from the event until every partition processes again (running "
+                          "while it does not; the measured figure once the event is over)")
+    over: bool = Field(False, description="every partition processes again since the event")
+    score: Score | None = None
+
+
+class LabState(Answer):
+    """The lab the supervisor runs: in `Status.lab`, and what its calls answer with."""
+
+    name: str
+    topic: str
+    phase: Literal[LAB_PHASES]  # type: ignore[valid-type]
+    partitions: int
+    rate: float
+    event: LabEvent | None = Field(None, description="the event applied last")
+    since_event_s: float | None = None
+    window_s: float | None = Field(None, description="how long the last event was measured")
+    groups: tuple[LabGroup, ...]
+    notes: tuple[str, ...] = ()
+    error: str | None = Field(None, description="why the lab cannot go on, in one line")
+    busy_cores: float | None = Field(None, description="the machine's cores busy lately")
+    cores: int | None = None
+
+
+class LabStartRequest(Request):
+    protocols: list[LabName] = Field(
+        min_length=1, max_length=MAX_LAB_GROUPS,
+        description=f"the groups, one protocol each (the page offers {DEFAULT_LAB_PROTOCOLS})")
+    replicas: Annotated[StrictInt, Field(ge=1, le=MAX_LAB_REPLICAS)] = 2
+    partitions: Annotated[StrictInt, Field(ge=1, le=MAX_LAB_PARTITIONS)] = 6
+
+    @field_validator("protocols")
+    @classmethod
+    def _each_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("name each protocol once")
+        return value
+
+
+class LabEventRequest(Request):
+    event: LabEvent
+
+
 class Status(Answer):
     """Everything `GET /status` returns."""
 
@@ -291,6 +365,7 @@ class Status(Answer):
     broker_error: str | None = None
     recent: tuple[ReplicaAction, ...] = ()
     share: ShareStatus | None = None
+    lab: LabState | None = None
 
     @property
     def running(self) -> tuple[ReplicaInfo, ...]:
@@ -560,6 +635,10 @@ class FleetAnswer(Done):
 
 class PartitionsAnswer(Done, PartitionChange):
     pass
+
+
+class LabAnswer(Done):
+    lab: LabState
 
 
 class BrokerNode(Answer):

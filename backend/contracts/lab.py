@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.contracts import CLASSIC, CONSUMER
+from backend.contracts import CLASSIC, CONSUMER, SHARE
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,14 @@ LAB_PROTOCOLS: dict[str, LabProtocol] = {p.name: p for p in (
              "the session expires",
         choose="rolling restarts and deploys of members that come back quickly, with a "
                "session timeout longer than a restart"),
+    LabProtocol(
+        "share", "share group (KIP-932)", SHARE, "", False,
+        does="no partition is owned: every member takes records of every partition and "
+             "acknowledges each one, so there is no rebalance to wait for; a dead member's "
+             "records come back to the others after their lock time (hand-offs between "
+             "batches are its normal, not a cost)",
+        choose="work queues where order per key does not matter and the work must spread "
+               "past the partition count (Kafka 4.1 or later)"),
 )}
 DEFAULT_LAB_PROTOCOLS: tuple[str, ...] = ("eager", "cooperative", "consumer", "static")
 MAX_LAB_GROUPS = 4  # the groups one lab runs at once: four sets of replicas on a laptop

@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="msg/s into the topic, which every group reads (default 300)")
     p.add_argument("--streams", type=positive(int), default=None,
                    help="cars (default four a partition, at least 24)")
+    p.add_argument("--batch-ms", type=positive(int), default=500, metavar="MS",
+                   help="the replicas' batch interval (default 500; longer batches keep "
+                        "hundreds of partitions each fed within a batch)")
     p.add_argument("--max-window", type=positive(float), default=120.0, metavar="S",
                    help="the longest a measurement waits for every group to recover "
                         "(default 120)")
@@ -86,7 +89,7 @@ def _lab(args: argparse.Namespace) -> int:
         config = LabConfig(protocols=args.protocols, event=args.event,
                            partitions=args.partitions, replicas=args.replicas,
                            streams=args.streams, rate=args.rate,
-                           max_window_s=args.max_window,
+                           max_window_s=args.max_window, batch_ms=args.batch_ms,
                            name=name if args.reps == 1 else f"{name}-r{rep}")
         print(f"lab: repetition {rep} of {args.reps}", flush=True)
         try:

@@ -11,6 +11,7 @@ protocol's rebalance cost.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from backend.contracts import summaries_topic
-from backend.contracts.control import ReplicaOptions
+from backend.contracts import SHARE, summaries_topic
+from backend.contracts.control import MAX_PARTITIONS, ReplicaOptions
 from backend.contracts.lab import (
     ADD,
     BOUNCE,
@@ -33,6 +34,7 @@ from backend.contracts.lab import (
 from backend.fleet.simulator import FleetSimulator, stream_ids
 from backend.kafka.partitioner import partition_for
 from backend.kafka.settings import KafkaSettings
+from backend.kafka.share import ensure_share_group
 from backend.kafka.topics import add_partitions, ensure_topics
 from backend.lab.measure import batches, cadence, score
 from backend.lab.tail import ProcessedTail
@@ -40,6 +42,7 @@ from backend.pool.processes import LaunchConfig, ReplicaPool
 
 Progress = Callable[[str], None]
 WARM_WINDOW_S = 6.0  # the start-up's rebalances are over when a window this long is calm
+FLEET_FLUSH_S = 1.0  # the cars' last records: the lab's own topic, nothing waits on them
 WARM_SCAN = 50_000  # the latest writes looked at for it (a few seconds' worth at most)
 
 
@@ -107,7 +110,8 @@ class LabResult:
 class LabRun:
     def __init__(self, settings: KafkaSettings, spark_remote: str | None, config: LabConfig,
                  log_dir: Path, kafka_config: str | None = None,
-                 progress: Progress = print) -> None:
+                 progress: Progress = print, env: dict[str, str] | None = None,
+                 command: tuple[str, ...] | None = None) -> None:
         unknown = [p for p in config.protocols if p not in LAB_PROTOCOLS]
         if unknown or not config.protocols:
             raise ValueError(f"unknown lab protocols {unknown}; choose from "
@@ -125,51 +129,94 @@ class LabRun:
                 LaunchConfig(group=f"{self.name}-{lab}", topic=self.topic,
                              bootstrap=settings.bootstrap, kafka_config=kafka_config,
                              spark_remote=spark_remote, log_dir=log_dir / lab,
+                             env=dict(env or {}),
+                             **({"command": command} if command else {}),
+                             share=_share(lab),
                              extra_args=("--batch-ms", str(config.batch_ms))),
-                options=_options(lab), max_replicas=config.replicas + 2))
+                options=None if _share(lab) else _options(lab),
+                max_replicas=config.replicas + 2))
             for lab in config.protocols]
+        self.tail: ProcessedTail | None = None
+        self.fleet: FleetSimulator | None = None
+        self.event = config.event  # the last event applied (a session applies several)
+        # three batches of every partition fit in it, whatever the batch interval
+        self.warm_window_ms = max(int(WARM_WINDOW_S * 1000), 4 * config.batch_ms)
+        self.partitions = config.partitions  # the topic's, grown by a `partitions` event
 
-    def execute(self) -> LabResult:
+    def open(self) -> ProcessedTail:
+        """The topics, the changelogs' reader, the cars and every group's replicas: what the
+        phases below work on, until `close()`."""
         cfg = self.config
         for g in self.groups:
             ensure_topics(self.settings, group=g.group, topic=self.topic,
                           partitions=cfg.partitions)
-        tail = ProcessedTail(self.settings, [g.group for g in self.groups])
-        fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.stream_count,
-                               rate=cfg.rate)
+            if _share(g.lab):
+                ensure_share_group(self.settings, g.group)
+        self.tail = ProcessedTail(self.settings, [g.group for g in self.groups],
+                                  share={g.group for g in self.groups if _share(g.lab)})
+        self.fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.stream_count,
+                                    rate=cfg.rate)
+        self.fleet.start()
+        for g in self.groups:
+            g.pool.scale(cfg.replicas)
+        self.progress(f"lab: {len(self.groups)} groups of {cfg.replicas} replicas on "
+                      f"{self.topic} ({cfg.partitions} partitions, {cfg.rate:.0f} msg/s)")
+        return self.tail
+
+    def close(self, grace: float | None = None) -> None:
+        """Every replica, the cars, the reader; safe after a partial `open()`. The groups'
+        replicas stop at once, not one group after the other: a supervisor stopping has a
+        few seconds for all of it (`grace`: a replica's before SIGKILL)."""
+        if self.fleet is not None:
+            self.fleet.stop(FLEET_FLUSH_S)
+            self.fleet = None
+        stopping = [threading.Thread(target=g.pool.shutdown, args=(grace,), daemon=True,
+                                     name=f"lab-stop-{g.lab}") for g in self.groups]
+        for t in stopping:
+            t.start()
+        for t in stopping:
+            t.join()
+        if self.tail is not None:
+            self.tail.close()
+            self.tail = None
+
+    def execute(self) -> LabResult:
+        """The whole run in one call: warm up, baseline, the event, the scores."""
+        cfg = self.config
         try:
-            fleet.start()
-            for g in self.groups:
-                g.pool.scale(cfg.replicas)
-            self.progress(f"lab: {len(self.groups)} groups of {cfg.replicas} replicas on "
-                          f"{self.topic} ({cfg.partitions} partitions, {cfg.rate:.0f} msg/s)")
+            tail = self.open()
             self._warm(tail)
-            baseline_from = _now_ms()
+            baseline_from = now_ms()
             before = psutil.cpu_times()
             self._sleep_reading(tail, cfg.baseline_s)
-            busy = _busy_cores(before, psutil.cpu_times())
-            event_ms = _now_ms()
-            for g in self.groups:
-                found = cadence(batches(tail.writes[g.group]), baseline_from, event_ms)
-                g.silence_ms = found.silence_ms if found is not None else g.silence_ms
-            self._apply(tail)
+            busy = busy_cores(before, psutil.cpu_times())
+            event_ms = now_ms()
+            self.take_cadence(tail, baseline_from, event_ms)
+            self.apply(tail)
             self.progress(f"lab: {cfg.event} applied to every group")
             until_ms = self._settle(tail, event_ms)
-            try:
-                scores = tuple(score(g.lab, tail.writes[g.group], baseline_from, event_ms,
-                                     until_ms, victim=g.victim, stops=tail.stops[g.group])
-                               for g in self.groups)
-            except ValueError as exc:
-                raise LabError(str(exc)) from None
-            notes = tuple(note for g in self.groups for note in self._notes(g))
+            scores = self.scores(tail, baseline_from, event_ms, until_ms)
+            notes = tuple(note for g in self.groups for note in self.notes(g))
             return LabResult(self.name, self.topic, cfg.event, scores,
                              round((until_ms - event_ms) / 1000, 1), notes,
                              busy_cores=busy, cores=psutil.cpu_count())
         finally:
-            fleet.stop()
-            for g in self.groups:
-                g.pool.shutdown()
-            tail.close()
+            self.close()
+
+    def take_cadence(self, tail: ProcessedTail, baseline_from: int, event_ms: int) -> None:
+        """Each group's stall limit, from its batches between the two times."""
+        for g in self.groups:
+            found = cadence(batches(tail.writes[g.group]), baseline_from, event_ms)
+            g.silence_ms = found.silence_ms if found is not None else g.silence_ms
+
+    def scores(self, tail: ProcessedTail, baseline_from: int, event_ms: int,
+               until_ms: int) -> tuple[Score, ...]:
+        try:
+            return tuple(score(g.lab, tail.writes[g.group], baseline_from, event_ms, until_ms,
+                               victim=g.victim, stops=tail.stops[g.group])
+                         for g in self.groups)
+        except ValueError as exc:
+            raise LabError(str(exc)) from None
 
     # ---- phases ------------------------------------------------------------------------
 
@@ -180,20 +227,20 @@ class LabRun:
         next_note = time.monotonic() + 10
         while time.monotonic() < deadline:
             tail.read()
-            since = _now_ms() - int(WARM_WINDOW_S * 1000)
-            if all(self._warm_group(tail, g, since) for g in self.groups):
+            since = now_ms() - self.warm_window_ms
+            if all(self.warm_group(tail, g, since) for g in self.groups):
                 return
             if time.monotonic() >= next_note:
                 next_note = time.monotonic() + 10
                 self.progress("lab: warming up: " + "; ".join(
                     f"{g.lab} {self._warmth(tail, g, since)}" for g in self.groups))
-        since = _now_ms() - int(WARM_WINDOW_S * 1000)
-        cold = [g.lab for g in self.groups if not self._warm_group(tail, g, since)]
+        since = now_ms() - self.warm_window_ms
+        cold = [g.lab for g in self.groups if not self.warm_group(tail, g, since)]
         raise LabError(f"groups {', '.join(cold)} did not process every partition within "
                        f"{self.config.warm_timeout_s:.0f}s (replica logs under the lab's "
                        f"log directory say why)")
 
-    def _warm_group(self, tail: ProcessedTail, g: _Group, since: int) -> bool:
+    def warm_group(self, tail: ProcessedTail, g: _Group, since: int) -> bool:
         replicas, partitions = self._warmth_counts(tail, g, since)
         return (replicas >= min(self.config.replicas, self.config.partitions)
                 and partitions >= self.fed)
@@ -212,10 +259,14 @@ class LabRun:
         return (f"{replicas}/{self.config.replicas} replicas, "
                 f"{partitions}/{self.fed} partitions with cars steady")
 
-    def _apply(self, tail: ProcessedTail) -> None:
-        event = self.config.event
+    def apply(self, tail: ProcessedTail, event: str | None = None) -> None:
+        """`event` (the config's by default) to every group, one right after the other."""
+        event = event or self.config.event
+        self.event = event
         if event == PARTITIONS:
-            grown = self.config.grown_partitions
+            grown = (self.config.grown_partitions if self.partitions == self.config.partitions
+                     else 2 * self.partitions)
+            self.partitions = grown
             self.fed_after = self.config.fed_partitions(grown)
             for g in self.groups:  # the changelogs first: co-partitioned when a member sees it
                 add_partitions(self.settings, summaries_topic(g.group), grown)
@@ -233,6 +284,25 @@ class LabRun:
                 g.bounce = list(g.pool.live_names())
                 self._bounce_next(g)
 
+    def refusal(self, event: str) -> str | None:
+        """Why `event` cannot be applied to every group now; None when it can."""
+        for g in self.groups:
+            live = len(g.pool.live_names())
+            if event in (KILL, STOP, BOUNCE) and not live:
+                return f"{g.lab} has no running replica to {event}"
+            if event == ADD and live >= g.pool.max_replicas:
+                return f"{g.lab} already runs {live} replicas, the lab's most"
+        if event == PARTITIONS and 2 * self.partitions > MAX_PARTITIONS:
+            return f"the topic has {self.partitions} partitions; doubling them passes " \
+                   f"{MAX_PARTITIONS}"
+        return None
+
+    def forget_event(self) -> None:
+        """A measurement is over: the next event starts with no victim, nothing added."""
+        for g in self.groups:
+            g.victim = g.added = g.bouncing = None
+            g.bounce = []
+
     def _bounce_next(self, g: _Group) -> None:
         name = g.bounce.pop(0)
         g.bouncing = (name, g.pool.get(name).restarts, time.time())
@@ -249,23 +319,23 @@ class LabRun:
             tail.read()
             now = time.monotonic()
             for g in self.groups:
-                self._step_bounce(tail, g)
-            waiting = [g.lab for g in self.groups if not self._done(tail, g, event_ms)]
+                self.step_bounce(tail, g)
+            waiting = [g.lab for g in self.groups if not self.done(tail, g, event_ms)]
             if not waiting:
                 quiet_since = quiet_since or now
                 if now - quiet_since >= cfg.quiet_s:
-                    return _now_ms()
+                    return now_ms()
             else:
                 quiet_since = None
             if now >= next_note:
                 next_note = now + 10
-                self.progress(f"lab: {(_now_ms() - event_ms) / 1000:4.0f}s after the event, "
+                self.progress(f"lab: {(now_ms() - event_ms) / 1000:4.0f}s after the event, "
                               f"waiting for {', '.join(waiting) or 'a quiet spell'}")
         self.progress(f"lab: the measurement ends at {cfg.max_window_s:.0f}s with a group "
                       "still stalled")
-        return _now_ms()
+        return now_ms()
 
-    def _step_bounce(self, tail: ProcessedTail, g: _Group) -> None:
+    def step_bounce(self, tail: ProcessedTail, g: _Group) -> None:
         """A rolling restart's next step: once the replica restarted last processes again,
         restart the next one; after the last, the group's bounce is over."""
         if g.bouncing is None:
@@ -280,7 +350,7 @@ class LabRun:
         else:
             g.bouncing = None
 
-    def _done(self, tail: ProcessedTail, g: _Group, event_ms: int) -> bool:
+    def done(self, tail: ProcessedTail, g: _Group, event_ms: int) -> bool:
         """The group is over the event: what the event asked of it happened, and every
         partition processed a batch within the stall limit of now."""
         if g.bouncing is not None:
@@ -291,12 +361,12 @@ class LabRun:
         if self.fed_after is not None and not self.fed_after <= {
                 p for p, t in latest.items() if t > event_ms}:
             return False
-        now = _now_ms()
+        now = now_ms()
         return bool(latest) and all(now - t <= g.silence_ms for t in latest.values())
 
-    def _notes(self, g: _Group) -> list[str]:
+    def notes(self, g: _Group) -> list[str]:
         if g.victim:
-            return [f"{g.lab}: {self.config.event} hit {g.victim}"]
+            return [f"{g.lab}: {self.event} hit {g.victim}"]
         if g.added:
             return [f"{g.lab}: {g.added} added"]
         return []
@@ -307,7 +377,7 @@ class LabRun:
             tail.read()
 
 
-def _busy_cores(before: object, after: object) -> float:
+def busy_cores(before: object, after: object) -> float:
     """Cores busy between two psutil.cpu_times() readings (all but idle and iowait)."""
     def split(t: object) -> tuple[float, float]:
         total = sum(getattr(t, f) for f in t._fields)  # type: ignore[attr-defined]
@@ -316,6 +386,10 @@ def _busy_cores(before: object, after: object) -> float:
     (t0, i0), (t1, i1) = split(before), split(after)
     cores = psutil.cpu_count() or 1
     return round(cores * (1 - (i1 - i0) / max(t1 - t0, 1e-9)), 2)
+
+
+def _share(lab: str) -> bool:
+    return LAB_PROTOCOLS[lab].protocol == SHARE
 
 
 def _options(lab: str) -> ReplicaOptions:
@@ -327,5 +401,5 @@ def _wrote_since(tail: ProcessedTail, group: str, replica: str, since_ms: float)
     return tail.by_replica[group].get(replica, 0) > since_ms
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)

@@ -36,6 +36,9 @@ from backend.contracts.control import (
     CapacityRequest,
     Done,
     FleetAnswer,
+    LabAnswer,
+    LabEventRequest,
+    LabStartRequest,
     NoFields,
     OptionsAnswer,
     OptionsRequest,
@@ -261,6 +264,23 @@ def create_app(supervisor: SupervisorService, token: str) -> FastAPI:
               "the newest until N run", **changes)
     def share_scale(body: ScaleRequest) -> ScaleAnswer:
         return ScaleAnswer(**supervisor.share_scale(body.replicas))
+
+    # the Lab page's groups: one protocol each, one event to all of them at once
+    @app.post("/lab/start", responses=CHANGE, summary="start the lab: a group a protocol, "
+              "on a topic of its own", **changes)
+    def lab_start(body: LabStartRequest) -> LabAnswer:
+        return LabAnswer(lab=supervisor.lab_start(body))
+
+    @app.post("/lab/event", responses=CHANGE, summary="apply one event to every lab group "
+              "at the same instant", **changes)
+    def lab_event(body: LabEventRequest) -> LabAnswer:
+        return LabAnswer(lab=supervisor.lab_event(body.event))
+
+    @app.post("/lab/stop", responses=CHANGE, summary="stop the lab's replicas and cars",
+              **changes)
+    def lab_stop(body: NoFields | None = None) -> Done:
+        supervisor.lab_stop()
+        return Done()
 
     @app.post("/replay/preview", responses=CHANGE, summary="what moving the group's "
               "committed offsets to a target would replay or skip, per partition and per "

@@ -29,6 +29,10 @@ from backend.contracts.control import (
     CapacityRequest,
     FleetAnswer,
     FleetState,
+    LabAnswer,
+    LabEventRequest,
+    LabStartRequest,
+    LabState,
     OptionsAnswer,
     PartitionChange,
     PartitionsAnswer,
@@ -219,6 +223,19 @@ class ControlClient:
     def set_streams(self, streams: int) -> FleetState:
         return self._call(FleetAnswer, "POST", "/fleet/streams",
                           StreamsRequest.model_construct(streams=streams)).fleet
+
+    def lab_start(self, protocols: list[str], replicas: int | None = None,
+                  partitions: int | None = None) -> LabState:
+        fields = {k: v for k, v in (("replicas", replicas), ("partitions", partitions))
+                  if v is not None}
+        return self._call(LabAnswer, "POST", "/lab/start",
+                          LabStartRequest(protocols=protocols, **fields)).lab
+
+    def lab_event(self, event: str) -> LabState:
+        return self._call(LabAnswer, "POST", "/lab/event", LabEventRequest(event=event)).lab
+
+    def lab_stop(self) -> None:
+        self.request("POST", "/lab/stop", timeout=max(self.timeout, 30.0))
 
     def add_partitions(self, partitions: int) -> PartitionChange:
         answer = self._call(PartitionsAnswer, "POST", "/partitions",

@@ -36,6 +36,8 @@ from backend.contracts.control import (
     BrokersAnswer,
     ExternalMember,
     FleetState,
+    LabStartRequest,
+    LabState,
     MovedStream,
     PartitionChange,
     ReplayAnswer,
@@ -55,6 +57,8 @@ from backend.kafka.javaadmin.reader import KafkaReader
 from backend.kafka.partitioner import partition_for
 from backend.kafka.settings import KafkaSettings
 from backend.kafka.topics import TopicError, ensure_topics
+from backend.lab.run import LabConfig, LabRun
+from backend.lab.session import LabSession
 from backend.pool.names import colour_for
 from backend.pool.processes import (
     DEFAULT_STOP_GRACE,
@@ -81,6 +85,8 @@ DESCRIBE_TIMEOUT_S = 3.0
 # At start-up the first replica joins alone and the others start once it is a member of the
 # group, or after this long at the most (see _start_replicas)
 FIRST_JOIN_WAIT_S = 30.0
+LAB_STOP_GRACE_S = 1.5  # the lab's replicas, all at once, within the shutdown's budget
+LAB_RATE = 200.0  # msg/s into the lab's topic: the demo's own rate, every group reads it all
 
 
 class DependencyError(Exception):
@@ -153,6 +159,8 @@ class SupervisorService:
         self._rest_pending = False
         self._replay_lock = threading.Lock()
         self.memory: DemoMemory | None = None
+        self.lab: LabSession | None = None  # the Lab page's groups, while they run
+        self._lab_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -278,6 +286,7 @@ class SupervisorService:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        self._close_lab(grace=min(self.config.stop_grace, LAB_STOP_GRACE_S))
         for pool in (self.pool, self.share_pool):
             if pool is not None:
                 left = deadline - time.monotonic() - FLEET_FLUSH_MIN_S
@@ -359,7 +368,44 @@ class SupervisorService:
                       replicas=tuple(replicas), external=tuple(external),
                       group_state=view.state if view else None, fleet=self._fleet_info(),
                       max_replicas=self.max_replicas, broker_error=error,
-                      recent=tuple(pool.recent()[-20:]), share=self.share_status())
+                      recent=tuple(pool.recent()[-20:]), share=self.share_status(),
+                      lab=self.lab.state() if self.lab is not None else None)
+
+    # ---- the rebalance lab (the Lab page) -------------------------------------------------
+
+    def lab_start(self, req: LabStartRequest) -> LabState:
+        """Groups of the lab's own, one protocol each, on a topic of their own that cars
+        fill as the demo's do; refused while a lab runs (one at a time)."""
+        cfg = self.config
+        with self._lab_lock:
+            if self.lab is not None:
+                raise PoolError(f"a lab runs already ({self.lab.run.name}): stop it first")
+            name = f"{cfg.group}-lab-{int(time.time())}"
+            run = LabRun(cfg.settings, cfg.spark_remote,
+                         LabConfig(protocols=tuple(req.protocols), replicas=req.replicas,
+                                   partitions=req.partitions, rate=LAB_RATE, name=name),
+                         Path(cfg.data_dir) / "lab" / name, kafka_config=cfg.kafka_config,
+                         progress=log.info, command=tuple(cfg.replica_command),
+                         env={"GROUPSCOPE_DATA": str(Path(cfg.data_dir).resolve())})
+            self.lab = LabSession(run).start()
+            return self.lab.state()
+
+    def lab_event(self, event: str) -> LabState:
+        lab = self.lab
+        if lab is None:
+            raise PoolError("no lab runs: start one first")
+        return lab.ask(event)
+
+    def lab_stop(self) -> None:
+        if self.lab is None:
+            raise PoolError("no lab runs")
+        self._close_lab()
+
+    def _close_lab(self, grace: float | None = None) -> None:
+        with self._lab_lock:
+            lab, self.lab = self.lab, None
+        if lab is not None:
+            lab.close(grace)
 
     def share_status(self) -> ShareStatus | None:
         """The share group's replicas, each marked as a member (and with the partitions it

@@ -23,7 +23,7 @@ def offline(monkeypatch, tmp_path, fresh_pollers):
 
 @pytest.mark.parametrize("page", ["screens/streams.py", "screens/timeline.py",
                                   "screens/watch.py", "screens/status.py",
-                                  "screens/groups.py"])
+                                  "screens/groups.py", "screens/lab.py"])
 def test_page_renders_without_a_cluster(offline, page):
     at = AppTest.from_file(APP, default_timeout=30)
     at.switch_page(page)
@@ -44,3 +44,17 @@ def test_live_page_shows_the_observer_error_in_place(offline, as_presenter):
     # controls stay visible but disabled, saying why in one line
     assert at.sidebar.button(key="ctl_start").disabled
     assert any(c.value.startswith("No supervisor:") for c in at.sidebar.caption)
+
+
+def test_lab_page_says_it_needs_the_supervisor_and_offers_no_start(offline, as_presenter):
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.switch_page("screens/lab.py")
+
+    def said():
+        at.run()
+        assert not at.exception, at.exception
+        return [i.value for i in at.info if "needs `groupscope up`" in i.value] or None
+
+    wait_until(said, 30, what="the Lab page's line about the supervisor")
+    assert at.button(key="lab_start").disabled
+    assert any(c.value.startswith("No supervisor:") for c in at.caption)

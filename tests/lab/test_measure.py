@@ -129,4 +129,4 @@ def test_busy_cores_are_the_share_of_time_not_idle_times_the_cores(monkeypatch) 
     Times = namedtuple("Times", "user system idle iowait")
     monkeypatch.setattr(run.psutil, "cpu_count", lambda: 2)
     before, after = Times(10, 5, 80, 5), Times(40, 15, 120, 5)  # 40 of 80 s busy
-    assert run._busy_cores(before, after) == 1.0
+    assert run.busy_cores(before, after) == 1.0
