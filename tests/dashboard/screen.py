@@ -56,8 +56,11 @@ SCREEN_JS = """
     const key = el.closest('[class*="st-key-"]');
     const k = key ? [...key.classList].find(c => c.startsWith('st-key-')) : '';
     const t = (el.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 40);
-    const cls = typeof el.className === 'string' && el.className
-      ? '.' + el.className.split(' ')[0] : '';
+    // not Streamlit's generated class: it changes with a widget's state (a button enabled
+    // between the two measurements would hide a cut both of them saw)
+    const own = typeof el.className === 'string'
+      ? el.className.split(' ').find(c => c && !c.startsWith('st-emotion-cache')) : '';
+    const cls = own ? '.' + own : '';
     return `${el.tagName.toLowerCase()}${cls}${k ? ' in ' + k : ''} "${t}"`;
   };
   const textRect = (el) => {
