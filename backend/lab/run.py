@@ -44,6 +44,8 @@ Progress = Callable[[str], None]
 WARM_WINDOW_S = 6.0  # the start-up's rebalances are over when a window this long is calm
 FLEET_FLUSH_S = 1.0  # the cars' last records: the lab's own topic, nothing waits on them
 WARM_SCAN = 50_000  # the latest writes looked at for it (a few seconds' worth at most)
+CADENCE_SCAN = 5_000  # the latest writes a group's recent batch interval is taken from
+WARM_LOOKBACK_MS = 30_000  # the longest warm window, and how far back that interval looks
 
 
 class LabError(RuntimeError):
@@ -222,26 +224,35 @@ class LabRun:
 
     def _warm(self, tail: ProcessedTail) -> None:
         """Until, in every group, each replica processed a batch and each partition three
-        within the last WARM_WINDOW_S: the joins of the start-up are over."""
+        within the last warm window: the joins of the start-up are over."""
         deadline = time.monotonic() + self.config.warm_timeout_s
         next_note = time.monotonic() + 10
         while time.monotonic() < deadline:
             tail.read()
-            since = now_ms() - self.warm_window_ms
-            if all(self.warm_group(tail, g, since) for g in self.groups):
+            if all(self.warm_group(tail, g, now_ms()) for g in self.groups):
                 return
             if time.monotonic() >= next_note:
                 next_note = time.monotonic() + 10
                 self.progress("lab: warming up: " + "; ".join(
-                    f"{g.lab} {self._warmth(tail, g, since)}" for g in self.groups))
-        since = now_ms() - self.warm_window_ms
-        cold = [g.lab for g in self.groups if not self.warm_group(tail, g, since)]
+                    f"{g.lab} {self._warmth(tail, g, self.warm_since(tail, g, now_ms()))}"
+                    for g in self.groups))
+        cold = [g.lab for g in self.groups if not self.warm_group(tail, g, now_ms())]
         raise LabError(f"groups {', '.join(cold)} did not process every partition within "
                        f"{self.config.warm_timeout_s:.0f}s (replica logs under the lab's "
                        f"log directory say why)")
 
-    def warm_group(self, tail: ProcessedTail, g: _Group, since: int) -> bool:
-        replicas, partitions = self._warmth_counts(tail, g, since)
+    def warm_since(self, tail: ProcessedTail, g: _Group, now: int) -> int:
+        """Where the warm window starts: `warm_window_ms` ago, or four of the group's recent
+        batch intervals on a machine slower than that (a loaded laptop beside the demo
+        batches every few seconds, and three batches never fit in six)."""
+        recent = batches(tail.writes[g.group][-CADENCE_SCAN:])
+        rhythm = cadence(recent, now - WARM_LOOKBACK_MS, now)
+        window = self.warm_window_ms if rhythm is None else max(self.warm_window_ms,
+                                                                 4 * rhythm.typical_ms)
+        return now - int(min(window, WARM_LOOKBACK_MS))
+
+    def warm_group(self, tail: ProcessedTail, g: _Group, now: int) -> bool:
+        replicas, partitions = self._warmth_counts(tail, g, self.warm_since(tail, g, now))
         return (replicas >= min(self.config.replicas, self.config.partitions)
                 and partitions >= self.fed)
 
