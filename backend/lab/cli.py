@@ -74,7 +74,9 @@ def _lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import orjson
+    from confluent_kafka import KafkaException
 
+    from backend.errors import one_line
     from backend.lab.report import table, to_dict
     from backend.lab.run import LabConfig, LabError, LabRun
 
@@ -99,6 +101,9 @@ def _lab(args: argparse.Namespace) -> int:
                                   progress=lambda line: print(line, flush=True)).execute())
         except LabError as exc:
             raise UserError(str(exc)) from None
+        except KafkaException as exc:  # the broker stopped answering the lab's own reads
+            raise UserError(f"the lab lost the cluster at {settings.bootstrap}: "
+                            f"{one_line(exc)}") from None
     print(table(config, results))
     print(f"replica logs: {Path(data_dir()) / 'lab'}")
     if args.json:

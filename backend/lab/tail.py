@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 
 from backend.contracts import EventType, deltas_topic, events_topic, summaries_topic
 from backend.kafka.settings import KafkaSettings
@@ -72,7 +72,10 @@ class ProcessedTail:
     def read(self, budget_s: float = 0.2) -> None:
         """Take in what arrived, for up to `budget_s`."""
         if time.monotonic() - self._refreshed >= REFRESH_S:
-            self._refresh(OFFSET_BEGINNING)
+            try:
+                self._refresh(OFFSET_BEGINNING)
+            except KafkaException:  # a broker too busy to answer: the partitions it has
+                self._refreshed = time.monotonic()  # are still read; asked again later
         deadline = time.monotonic() + budget_s
         while True:
             batch = self._consumer.consume(1000, max(0.0, deadline - time.monotonic()))
