@@ -87,6 +87,7 @@ def _lab(args: argparse.Namespace) -> int:
     kafka_config = args.kafka_config or os.environ.get("GROUPSCOPE_KAFKA_CONFIG") or None
     results = []
     config = LabConfig()
+    failed: str | None = None
     for rep in range(1, args.reps + 1):
         config = LabConfig(protocols=args.protocols, event=args.event,
                            partitions=args.partitions, replicas=args.replicas,
@@ -100,13 +101,19 @@ def _lab(args: argparse.Namespace) -> int:
                                   kafka_config=kafka_config,
                                   progress=lambda line: print(line, flush=True)).execute())
         except LabError as exc:
-            raise UserError(str(exc)) from None
+            failed = f"repetition {rep}: {exc}"
         except KafkaException as exc:  # the broker stopped answering the lab's own reads
-            raise UserError(f"the lab lost the cluster at {settings.bootstrap}: "
-                            f"{one_line(exc)}") from None
-    print(table(config, results))
+            failed = (f"repetition {rep}: the lab lost the cluster at {settings.bootstrap}: "
+                      f"{one_line(exc)}")
+        if failed:
+            break
+    if results:  # the repetitions measured are kept, whatever happened to a later one
+        print(table(config, results))
+        if args.json:
+            Path(args.json).write_bytes(orjson.dumps(to_dict(config, results),
+                                                     option=orjson.OPT_INDENT_2))
     print(f"replica logs: {Path(data_dir()) / 'lab'}")
-    if args.json:
-        Path(args.json).write_bytes(orjson.dumps(to_dict(config, results),
-                                                 option=orjson.OPT_INDENT_2))
+    if failed:
+        raise UserError(failed + (f" ({len(results)} measured before it, shown above)"
+                                  if results else ""))
     return 0
