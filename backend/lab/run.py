@@ -140,6 +140,8 @@ class LabRun:
             for lab in config.protocols]
         self.tail: ProcessedTail | None = None
         self.fleet: FleetSimulator | None = None
+        self._state_lock = threading.Lock()  # open() and close() from different threads
+        self._closed = False
         self.event = config.event  # the last event applied (a session applies several)
         # three batches of every partition fit in it, whatever the batch interval
         self.warm_window_ms = max(int(WARM_WINDOW_S * 1000), 4 * config.batch_ms)
@@ -154,13 +156,18 @@ class LabRun:
                           partitions=cfg.partitions)
             if _share(g.lab):
                 ensure_share_group(self.settings, g.group)
-        self.tail = ProcessedTail(self.settings, [g.group for g in self.groups],
-                                  share={g.group for g in self.groups if _share(g.lab)})
-        self.fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.stream_count,
-                                    rate=cfg.rate)
-        self.fleet.start()
+        tail = ProcessedTail(self.settings, [g.group for g in self.groups],
+                             share={g.group for g in self.groups if _share(g.lab)})
+        fleet = FleetSimulator(self.settings, topic=self.topic, streams=cfg.stream_count,
+                               rate=cfg.rate)
+        with self._state_lock:  # a close() meanwhile (Stop pressed while starting) wins
+            if self._closed:
+                tail.close()
+                raise LabError("the lab was stopped while it started")
+            self.tail, self.fleet = tail, fleet
+            fleet.start()
         for g in self.groups:
-            g.pool.scale(cfg.replicas)
+            g.pool.scale(cfg.replicas)  # a pool closed meanwhile refuses (PoolError)
         self.progress(f"lab: {len(self.groups)} groups of {cfg.replicas} replicas on "
                       f"{self.topic} ({cfg.partitions} partitions, {cfg.rate:.0f} msg/s)")
         return self.tail
@@ -169,18 +176,21 @@ class LabRun:
         """Every replica, the cars, the reader; safe after a partial `open()`. The groups'
         replicas stop at once, not one group after the other: a supervisor stopping has a
         few seconds for all of it (`grace`: a replica's before SIGKILL)."""
-        if self.fleet is not None:
-            self.fleet.stop(FLEET_FLUSH_S)
-            self.fleet = None
+        with self._state_lock:
+            self._closed = True
+            fleet, self.fleet = self.fleet, None
+        if fleet is not None:
+            fleet.stop(FLEET_FLUSH_S)
         stopping = [threading.Thread(target=g.pool.shutdown, args=(grace,), daemon=True,
                                      name=f"lab-stop-{g.lab}") for g in self.groups]
         for t in stopping:
             t.start()
         for t in stopping:
             t.join()
-        if self.tail is not None:
-            self.tail.close()
-            self.tail = None
+        with self._state_lock:
+            tail, self.tail = self.tail, None
+        if tail is not None:
+            tail.close()
 
     def execute(self) -> LabResult:
         """The whole run in one call: warm up, baseline, the event, the scores."""
