@@ -33,6 +33,7 @@ from tests.supervisor.conftest import Backend, start_backend, stop_backend
 
 PARTITIONS = 2
 JOIN_TIMEOUT_S = 120.0
+STEADY_S = 4.0  # the baseline: the same generation and owners this long before the restart
 STATIC_SESSION_S = STATIC_SESSION_TIMEOUT_MS / 1000
 
 
@@ -78,6 +79,23 @@ def _settled(observer: Observer, events: EventLog) -> Snapshot | None:
     return snap
 
 
+def _steady(observer: Observer, events: EventLog) -> Snapshot | None:
+    """`_settled`, and every poll of the last STEADY_S in the same generation with the same
+    owners: at load 40 the scale to two settled at generation 1 and went to 2 a moment later
+    (a slow join), after the test had taken generation 1 as its baseline."""
+    snap = _settled(observer, events)
+    if snap is None:
+        return None
+    polls = [s for s in observer.history(since_ms=snap.taken_ms - int(STEADY_S * 1000))
+             if not s.error]
+    if not polls or snap.taken_ms - polls[0].taken_ms < (STEADY_S - 1) * 1000:
+        return None
+    owners = {p.partition: p.owner for p in snap.partitions}
+    same = all(s.generation == snap.generation and s.state == "Stable"
+               and {p.partition: p.owner for p in s.partitions} == owners for s in polls)
+    return snap if same else None
+
+
 def _remembered(b: Backend, since_ms: int) -> list[Episode]:
     """The group's ended episodes begun since `since_ms` in the backend's memory: the store
     answers with those overlapping the span, and the scale to two replicas before it, written
@@ -113,8 +131,9 @@ def test_restarting_a_static_replica_keeps_generation_and_partitions(static_pair
     events = EventLog(kafka, events_topic(b.group))
     observer = Observer(kafka, b.group, topic=b.topic, interval=0.5, tail_events=False).start()
     try:
-        base = wait_until(lambda: _settled(observer, events), JOIN_TIMEOUT_S, interval=0.5,
-                          what="ada and bruno settled, generation known, assignments handled")
+        base = wait_until(lambda: _steady(observer, events), JOIN_TIMEOUT_S, interval=0.5,
+                          what="ada and bruno settled, generation known, assignments handled, "
+                               f"for {STEADY_S:g} s")
         assert all(m.group_instance_id == m.client_id for m in base.members)
         assert all(r.static for r in b.status().running)
         owners = {p.partition: p.owner for p in base.partitions}
