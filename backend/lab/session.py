@@ -154,11 +154,16 @@ class LabSession:
                 self._baseline_from = keep_from
                 tail.forget(keep_from)
             if asked is not None:
+                with self._lock:  # asked once: an event that fails half-way is not repeated
+                    self._asked = None
                 self.run.take_cadence(tail, self._baseline_from, now)
-                self.run.apply(tail, asked)
+                try:
+                    self.run.apply(tail, asked)
+                except Exception:  # a replica gone under it: no event half-remembered
+                    self.run.forget_event()
+                    raise
                 log.info("lab: %s applied to every group", asked)
                 with self._lock:
-                    self._asked = None
                     self._phase = MEASURING
                     self._event_ms = now
                     self._over_ms, self._scores, self._window_s = {}, {}, None
