@@ -32,6 +32,7 @@ from backend.contracts.control import (
     ReplicaInfo,
     ReplicaOptions,
     ScaleAnswer,
+    Status,
 )
 from backend.paths import data_dir
 from backend.supervisor.client import ControlClient, ControlError
@@ -42,6 +43,12 @@ from dashboard.presenter import Role, Verdict
 from dashboard.theme import PROJECTOR_KEY, PROJECTOR_QUERY
 
 MESSAGE_S = 15.0
+
+
+def supervisor_status(wait_s: float = 2.0) -> tuple[Reading | None, Status | None]:
+    """The shared supervisor poller's latest reading, and the Status in it when it has one."""
+    reading = supervisor_poller(str(data_dir())).latest(wait_s=wait_s)
+    return reading, (reading.value if reading is not None and reading.ok else None)
 
 
 def disabled_reason(ctx: ViewContext, status: Reading | None) -> str | None:
@@ -194,13 +201,12 @@ def _viewer_panel() -> None:
 def _controls_panel(ctx: ViewContext) -> None:
     if presenter.session_role() is not Role.PRESENTER:  # asked again at every refresh
         return
-    reading = supervisor_poller(str(data_dir())).latest(wait_s=2.0)
+    reading, status = supervisor_status()
     reason = disabled_reason(ctx, reading)
     off = reason is not None
     st.subheader("Controls")
     if reason:
         st.caption(reason)
-    status = reading.value if reading is not None and reading.ok else None
     slot = st.container()  # the outcome of an action goes here, filled at the end
 
     running = [r.name for r in status.running] if status else []

@@ -16,10 +16,9 @@ from backend.contracts.lab import (
     MAX_LAB_GROUPS,
     STALL_RULE,
 )
-from backend.paths import data_dir
 from dashboard import presenter
 from dashboard.context import env_context
-from dashboard.controls import call_control, disabled_reason, show_answer
+from dashboard.controls import call_control, disabled_reason, show_answer, supervisor_status
 from dashboard.lab_model import (
     EVENT_BUTTONS,
     LAB_CSS,
@@ -31,7 +30,6 @@ from dashboard.lab_model import (
     score_rows,
     stopwatch_html,
 )
-from dashboard.pollers import supervisor_poller
 from dashboard.presenter import Role
 
 REFRESH_S = 1.0
@@ -45,8 +43,7 @@ st.html(LAB_CSS)
 
 
 def _lab() -> tuple[object, LabState | None]:
-    reading = supervisor_poller(str(data_dir())).latest(wait_s=2.0)
-    status = reading.value if reading is not None and reading.ok else None
+    reading, status = supervisor_status()
     return reading, (status.lab if status is not None else None)
 
 

@@ -9,13 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from backend.contracts.control import MAX_REPLICAS
-from backend.paths import data_dir
 from dashboard import presenter
 from dashboard.context import current_context
-from dashboard.controls import call_control, disabled_reason, show_answer
+from dashboard.controls import call_control, disabled_reason, show_answer, supervisor_status
 from dashboard.figures import deliveries_figure
 from dashboard.live_model import feed_items
-from dashboard.pollers import observer_for, queue_poller, supervisor_poller
+from dashboard.pollers import observer_for, queue_poller
 from dashboard.presenter import Role
 from dashboard.queues_model import (
     ack_rates,
@@ -48,16 +47,11 @@ with st.container(border=True, key="queue-lesson"):
         "consumer is a Preview.")
 
 
-def _status():
-    reading = supervisor_poller(str(data_dir())).latest(wait_s=2.0)
-    return reading, (reading.value if reading is not None and reading.ok else None)
-
-
 @st.fragment(run_every=2.0)
 def _controls() -> None:
     if presenter.session_role() is not Role.PRESENTER:
         return
-    reading, status = _status()
+    reading, status = supervisor_status()
     reason = disabled_reason(ctx, reading)
     off = reason is not None
     if reason:
@@ -88,7 +82,7 @@ def _controls() -> None:
 
 @st.fragment(run_every=2.0)
 def _side_by_side() -> None:
-    _, status = _status()
+    _, status = supervisor_status()
     if status is None:
         st.info("No supervisor answers: the side-by-side view needs `groupscope up`.")
         return

@@ -12,11 +12,11 @@ import time
 import pandas as pd
 import streamlit as st
 
-from backend.paths import data_dir
 from dashboard import live_model as lm
 from dashboard.context import current_context
+from dashboard.controls import supervisor_status
 from dashboard.figures import window_figure
-from dashboard.pollers import observer_for, queue_poller, supervisor_poller
+from dashboard.pollers import observer_for, queue_poller
 from dashboard.streams_model import queue_rows, stream_rows, with_share_order
 from dashboard.views.replay import replay_panel
 
@@ -36,8 +36,7 @@ def _share_beside() -> tuple[str, dict] | None:
     """The share group the stack runs beside its consumer group, and its summaries."""
     if ctx.read_only or ctx.watching:
         return None
-    reading = supervisor_poller(str(data_dir())).latest(wait_s=2.0)
-    status = reading.value if reading is not None and reading.ok else None
+    _, status = supervisor_status()
     share = status.share if status is not None else None
     return (share.group, _queue(share.group)) if share is not None else None
 
