@@ -3,12 +3,18 @@
 A package adds a `cli.py` with `register(subparsers)`; each subcommand sets `func`, which
 receives the parsed args and returns an exit code. Known errors print one line, no traceback.
 The helpers those modules share live in `backend.cli_common`, so nothing imports this file.
+
+With GROUPSCOPE_ARGV_LOG set to a file, every invocation appends its argv there as one JSON
+line: `make test` sets it, so it can tell which commands the guides show were run by no test.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import json
+import os
 import sys
 
 from backend.cli_common import UserError
@@ -30,6 +36,7 @@ COMMAND_MODULES = (
     "backend.exporter.cli",  # exporter
     "backend.history.cli",  # history
 )
+ARGV_LOG = "GROUPSCOPE_ARGV_LOG"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def record_argv(argv: list[str]) -> None:
+    """Append argv to $GROUPSCOPE_ARGV_LOG, if set. One short write to a file opened for
+    appending lands whole even with many processes writing; a file this process may not write
+    (another user's, a namespace's) costs the record, never the command."""
+    path = os.environ.get(ARGV_LOG)
+    if path:
+        with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(argv) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
+    record_argv(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

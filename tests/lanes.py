@@ -23,6 +23,11 @@ it grows. The run passes only if every lane passes, and a lane that collected no
 it (pytest's exit code 5). Options that choose tests (`-m`, `-k`, paths, node ids, `--lf`)
 mean one ordinary pytest run instead. GROUPSCOPE_ONE_LANE=1 forces that too.
 
+Once every lane has passed, the run also fails if a `groupscope` command the README or a
+guide shows was run by no test (tests/guides.py says what counts): every invocation of the
+lanes records its argv in test-artifacts/argv.jsonl (backend.cli.record_argv), and a guide's
+line that none of them covers is named, with its page and line.
+
 A hang must fail the run, not outlast CI's limit in silence. pytest-timeout ends a test that
 runs too long, but not a teardown stuck after that, nor anything outside a test; so the
 lanes share one deadline (LIMIT_S, about twice a lane's usual time, well inside CI's 90
@@ -42,8 +47,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from backend.cli import ARGV_LOG, build_parser
 from backend.proc import reap, run, send, spawn
 from tests.conftest import ARTIFACTS
+from tests.guides import all_commands, recorded, unexercised
 
 ROOT = Path(__file__).resolve().parent.parent
 # the lanes beside the main one: (name, marker expression); the main lane takes the rest
@@ -95,10 +102,32 @@ def lane_log(name: str) -> Path:
     return ARTIFACTS / f"{name}-lane.log"
 
 
+def argv_log() -> Path:
+    return ARTIFACTS / "argv.jsonl"
+
+
+def guides_exercised() -> bool:
+    """Whether every `groupscope` line of the README and the guides was run by some test of
+    this run (see the module docstring); the ones that were not are printed."""
+    shown = [command for command in all_commands() if command.program == "groupscope"]
+    missing = unexercised(build_parser(), shown, recorded(argv_log()))
+    if not missing:
+        print(f"lanes: each of the guides' {len(shown)} groupscope commands was run by a test",
+              flush=True)
+        return True
+    print(f"lanes: {len(missing)} groupscope commands the guides show were run by no test "
+          "(the same subcommand with at least these options):", flush=True)
+    for command in missing:
+        print(f"  {command.where}: {command.text}", flush=True)
+    return False
+
+
 def run_lanes(args: list[str]) -> int:
     """The main lane in the foreground, the lanes of BESIDE in the background, each into its
     log; once the main lane is done each log is printed in turn, then followed as it grows."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    argv_log().unlink(missing_ok=True)
+    os.environ[ARGV_LOG] = str(argv_log())
     lanes: list[subprocess.Popen[bytes]] = []
     deadline = time.monotonic() + LIMIT_S
 
@@ -144,7 +173,10 @@ def run_lanes(args: list[str]) -> int:
     waited = time.monotonic() - started
     print("lanes: " + ", ".join(f"{name} lane exit {code}" for name, code in codes.items())
           + f" (waited {waited:.0f} s for the others after the main lane)", flush=True)
-    return next((code for code in codes.values() if code), 0)
+    failed = next((code for code in codes.values() if code), 0)
+    if not failed and not guides_exercised():
+        return 1
+    return failed
 
 
 def main(args: list[str]) -> int:

@@ -77,6 +77,7 @@ def to_dict(r: ChaosReport) -> dict[str, Any]:
         "duplicates": None if v is None else v.duplicates,
         "unexpected": None if v is None else v.unexpected,
         "redelivered": None if v is None else v.redelivered,
+        "unexplained_duplicates": None if v is None else v.unexplained_duplicates,
         "out_of_order": None if v is None else v.out_of_order,
         "longest_processing_gap_s": r.longest_stall_s,
         "longest_rebalance_gap_s": r.longest_rebalance_gap_s,

@@ -1,4 +1,7 @@
-"""Chaos against the real broker, Spark and replica processes: disrupt, drain, verify."""
+"""Chaos against the real broker, Spark and replica processes: disrupt, drain, verify.
+
+The live runs go through `groupscope chaos` (tests/chaos/conftest.py) with the options the
+guides show (docs/chaos.md, docs/queues.md), so what a reader copies is what was run."""
 
 from __future__ import annotations
 
@@ -8,51 +11,37 @@ import sys
 import pytest
 
 from backend.chaos.report import render, to_dict
-from backend.chaos.run import ChaosConfig, ChaosReport, ChaosRun
+from backend.chaos.run import ChaosConfig, ChaosReport
 from backend.chaos.verify import judge
 from backend.contracts.control import ReplicaOptions
 from backend.proc import run as run_process
 from tests.replica.harness import REPO
 
 
-def _run(kafka, spark_remote, artifacts_dir, unique, **overrides) -> ChaosReport:
-    config = ChaosConfig(**{"duration_s": 40.0, "rate": 300.0, "streams": 24, "partitions": 6,
-                            "start_replicas": 3, "min_replicas": 1, "max_replicas": 4,
-                            "every_s": (3.0, 6.0), "seed": 3, "drain_timeout_s": 150.0,
-                            "name": f"chaos-{unique}", **overrides})
-    lines: list[str] = []
-    report = ChaosRun(kafka, spark_remote, config, artifacts_dir / f"chaos-{unique}",
-                      progress=lines.append).execute()
-    print("\n".join(lines), render(report), sep="\n")
-    return report
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_at_least_once_loses_nothing_under_kills_stops_and_scaling(kafka, chaos) -> None:
+    r = chaos(kafka.bootstrap, "--duration", "40", "--seed", "3")
+    assert r["error"] is None and r["drain_s"] is not None
+    assert r["actions"]["kill"] >= 1 and sum(r["actions"].values()) >= 4
+    assert r["rebalances"] >= 2
+    assert r["produced"] >= 0.8 * 40 * 300
+    assert (r["lost"], r["unexpected"]) == (0, 0)
+    assert r["processed"] == r["produced"] + r["duplicates"]  # every message once, replays
+    assert r["longest_processing_gap_s"] > 0  # a SIGKILL holds its partitions until expiry
+    assert r["ok"]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_at_least_once_loses_nothing_under_kills_stops_and_scaling(kafka, spark_remote,
-                                                                    artifacts_dir, unique):
-    r = _run(kafka, spark_remote, artifacts_dir, unique)
-    assert r.error is None and r.drain_s is not None
-    assert r.done["kill"] >= 1 and sum(r.done.values()) >= 4
-    assert r.rebalances >= 2
-    v = r.verdict
-    assert v is not None and v.produced >= 0.8 * 40 * 300
-    assert (v.lost, v.unexpected) == (0, 0)
-    assert v.processed == v.produced + v.duplicates  # every message once, replays counted
-    assert r.longest_stall_s > 0  # a SIGKILL holds its partitions until the session ends
-    assert r.ok
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_exactly_once_has_no_duplicates_under_kills(kafka, spark_remote, artifacts_dir, unique):
-    r = _run(kafka, spark_remote, artifacts_dir, unique, duration_s=30.0, seed=5,
-             options=ReplicaOptions(protocol="classic", assignor="cooperative-sticky",
-                                    exactly_once=True))
-    v = r.verdict
-    assert r.done["kill"] >= 1 and v is not None
-    assert (v.lost, v.duplicates, v.unexpected) == (0, 0, 0)
-    assert v.processed == v.produced and r.ok
+def test_exactly_once_on_the_consumer_protocol_has_no_duplicates_under_kills(
+        kafka, chaos) -> None:
+    r = chaos(kafka.bootstrap, "--duration", "30", "--seed", "5", "--exactly-once",
+              "--protocol", "consumer")
+    assert r["config"]["protocol"] == "consumer" and r["config"]["exactly_once"]
+    assert r["actions"]["kill"] >= 1 and r["produced"] is not None
+    assert (r["lost"], r["duplicates"], r["unexpected"]) == (0, 0, 0)
+    assert r["processed"] == r["produced"] and r["ok"]
 
 
 def test_a_report_with_a_lost_message_fails(tmp_path) -> None:
@@ -103,18 +92,16 @@ def test_cli_refuses_bad_bounds_and_a_missing_engine_in_one_line(kafka) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_share_replicas_lose_nothing_under_kills_stops_and_scaling(kafka, spark_remote,
-                                                                    artifacts_dir, unique):
-    r = _run(kafka, spark_remote, artifacts_dir, unique, duration_s=30.0, seed=4, share=True)
-    assert r.error is None and r.drain_s is not None
-    assert r.done["kill"] >= 1
-    v = r.verdict
-    assert v is not None and v.produced >= 0.8 * 30 * 300
-    assert (v.lost, v.unexpected) == (0, 0)
-    assert v.redelivered > 0  # a SIGKILLed member held records: they came back
-    assert v.unexplained_duplicates == 0  # a record summarised twice was a redelivery
-    assert v.processed == v.produced + v.duplicates
-    assert r.ok and "share group" in render(r)
+def test_share_replicas_lose_nothing_under_kills_stops_and_scaling(kafka, chaos) -> None:
+    r = chaos(kafka.bootstrap, "--share", "--duration", "30", "--seed", "4")
+    assert r["error"] is None and r["drain_s"] is not None and r["config"]["share"]
+    assert r["actions"]["kill"] >= 1
+    assert r["produced"] >= 0.8 * 30 * 300
+    assert (r["lost"], r["unexpected"]) == (0, 0)
+    assert r["redelivered"] > 0  # a SIGKILLed member held records: they came back
+    assert r["unexplained_duplicates"] == 0  # a record summarised twice was a redelivery
+    assert r["processed"] == r["produced"] + r["duplicates"]
+    assert r["ok"]
 
 
 def test_a_share_report_fails_on_a_duplicate_no_redelivery_explains() -> None:

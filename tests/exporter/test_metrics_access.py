@@ -106,8 +106,9 @@ def test_the_exporter_serves_metrics_over_tls_to_the_scraper_with_the_password(
     config = access_file(tmp_path, f'[tls]\ncert_file = "{cert.cert}"\nkey_file = "{cert.key}"\n'
                          + BASIC)
     port = free_port()
-    cmd = groupscope("exporter", "--bootstrap", kafka.bootstrap, "--port", str(port),
-                     "--interval", "1", "--metrics-access", str(config), "--no-history")
+    cmd = groupscope("exporter", "--bootstrap", kafka.bootstrap, "--address", "127.0.0.1",
+                     "--port", str(port), "--interval", "1", "--metrics-access", str(config),
+                     "--no-history")
     wait_serving(cmd, port)
     assert f"metrics at https://localhost:{port}/metrics, asking TLS and basic auth" in \
         cmd.stdout()

@@ -212,7 +212,7 @@ def test_execute_logs_every_change_and_prints_the_offsets_read_back(
         getpass.getuser(), "offsets command", group, "reset")
     assert kept["changes"] == [f"{topic}-0: 15 → 0", f"{topic}-2: 5 → 0"]
     assert kept["cluster"] == f"{kafka.bootstrap} (external, PLAINTEXT)" and not kept["refused"]
-    assert main(["history", "--audit", "--group", group]) == 0
+    assert main(["history", "--audit", "--since", "7d"]) == 0  # the guide's line: every group
     text = capsys.readouterr().out
     assert f"{getpass.getuser()} via offsets command: reset group {group} on " in text
     assert f"    {topic}-2: 5 → 0" in text

@@ -101,9 +101,10 @@ def test_external_member_is_visible_but_not_controllable(
 def test_fleet_and_partitions_report_real_numbers(
         backend_factory, standin_command, unique, kafka) -> None:
     b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "0", "--streams", "6",
-                        "--rate", "20", replica_command=standin_command)
+                        "--rate", "20", "--commit", "auto", replica_command=standin_command)
     st = b.status()
     assert st.fleet.running and st.fleet.streams == 6 and st.partitions == 6
+    assert st.options.commit == "auto"
     wait_until(lambda: b.status().fleet.delivered > 0, 30, what="the fleet to deliver")
 
     assert b.client.set_rate(50).target_rate == 50
@@ -142,6 +143,27 @@ def test_fleet_and_partitions_report_real_numbers(
     assert err.value.status == 409
     assert _ctl(b, "fleet", "start").returncode == 0
     assert b.status().fleet.running
+
+
+def test_the_workshop_guides_option_lines_set_what_they_say(
+        backend_factory, standin_command, unique) -> None:
+    """The workshop guide's `ctl options` and `ctl capacity` lines, as a presenter types them,
+    change the options the supervisor reports (no replica runs: nothing restarts)."""
+    b = backend_factory(f"g-{unique}", f"t-{unique}", "--replicas", "0", "--no-fleet",
+                        replica_command=standin_command)
+    for line, expect in (
+            (("options", "--protocol", "consumer", "--assignor", "uniform"),
+             {"protocol": "consumer", "assignor": "uniform"}),
+            (("options", "--static"), {"static": True}),
+            (("options", "--commit", "before-processing"), {"commit": "before-processing"}),
+            (("capacity", "50"), {"max_rate": 50.0})):
+        done = _ctl(b, *line)
+        assert done.returncode == 0, f"ctl {' '.join(line)}: {done.stderr}"
+        options = b.status().options.model_dump()
+        assert {key: options[key] for key in expect} == expect, (line, options)
+    refused = _ctl(b, "options", "--protocol", "classic", "--assignor", "uniform")
+    assert refused.returncode == 1 and "uniform" in refused.stderr
+    assert b.status().options.protocol == "consumer"
 
 
 def test_ctl_and_snapshot_find_the_stack_from_any_directory(

@@ -3,8 +3,8 @@
 A preview changes nothing and counts per car exactly what it counts per partition; applying
 it stops the replica, moves the committed offsets to the beginning, starts the replica
 again, and the Spark summaries then count every record read again as a duplicate, no more
-and no fewer, with no gap. `ctl replay` prints the same preview, and the event feed's topic
-says who moved what where.
+and no fewer, with no gap. `ctl replay` prints the same preview, its other targets preview
+what they say, `--apply` does it, and the event feed's topic says who moved what where.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from backend.chaos.verify import read_summaries
 from backend.contracts import events_topic
+from backend.contracts.control import ReplayAnswer, ReplayPreview
 from backend.netutil import wait_until
 from tests.replica.harness import EventLog
 from tests.supervisor.conftest import REPO
@@ -40,6 +41,14 @@ def test_a_replay_to_the_beginning_is_read_again_as_duplicates_and_nothing_is_lo
                         "--partitions", "2", "--streams", "6", "--rate", "100",
                         "--no-standby")
     events = EventLog(kafka, events_topic(group))
+
+    def ctl(*args: str) -> str:  # as the workshop guide types it
+        done = subprocess.run([sys.executable, "-m", "backend.cli", "ctl", "--data-dir",
+                               str(b.data_dir), *args], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, f"ctl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
     try:
         wait_until(lambda: _totals(kafka, group)[0] >= 300, 120, interval=1.0,
                    what="300 records summarised")
@@ -50,16 +59,20 @@ def test_a_replay_to_the_beginning_is_read_again_as_duplicates_and_nothing_is_lo
         assert preview.cars_complete
         assert sum(c.replays for c in preview.cars) == preview.replays  # the same records
         assert len(preview.cars) == 6 and all(c.replays > 0 for c in preview.cars)
-        shown = subprocess.run([sys.executable, "-m", "backend.cli", "ctl", "--data-dir",
-                                str(b.data_dir), "replay", "--to", "earliest"], cwd=REPO,
-                               capture_output=True, text=True, timeout=120)
-        assert shown.returncode == 0, shown.stderr
-        assert shown.stdout.startswith(f"PREVIEW (nothing changed): group {group} on {topic} "
-                                       "to earliest")
-        assert "add --apply to do it" in shown.stdout and preview.cars[-1].car in shown.stdout
+        shown = ctl("replay", "--to", "earliest")
+        assert shown.startswith(f"PREVIEW (nothing changed): group {group} on {topic} "
+                                "to earliest")
+        assert "add --apply to do it" in shown and preview.cars[-1].car in shown
+        # the guide's other previews: a time on some partitions, a shift back
+        some = ReplayPreview.model_validate_json(
+            ctl("replay", "--to-datetime", "2m ago", "--partitions", "1", "--json"))
+        assert [m.partition for m in some.partitions] == [1]
+        back = ReplayPreview.model_validate_json(ctl("replay", "--shift-by", "-50", "--json"))
+        assert all(0 < m.replays <= 50 and m.skips == 0 for m in back.partitions)
 
         _, dups_before, _ = _totals(kafka, group)
-        answer = b.client.replay("earliest")
+        answer = ReplayAnswer.model_validate_json(
+            ctl("replay", "--to", "earliest", "--apply", "--json"))
         assert answer.read_back_matches and not answer.refused
         assert answer.stopped == ["ada"] and answer.started == ["ada"]
         assert all(m.new == m.log_start for m in answer.applied.partitions)

@@ -10,7 +10,9 @@ so this checks, pure and fast (nothing is started, only files are read and argv 
   (`backend.cli.build_parser`, which registers every subcommand eagerly), so a renamed or
   removed option fails here and not in a reader's terminal;
 * every `make` target named in a shell block is a rule of the Makefile;
-* each guide opens, under its title and one sentence, with the command it is about.
+* each guide opens, under its title and one sentence, with the command it is about;
+* the rule by which `make test` tells a guide's command was run by some test (tests/guides.py,
+  checked by tests/lanes.py after every lane passed) holds on examples.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import contextlib
 import functools
 import io
 import re
-import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,18 +30,24 @@ from urllib.parse import unquote
 import pytest
 
 from backend.cli import build_parser
+from tests.guides import (
+    PAGES,
+    README,
+    REPO,
+    Block,
+    Command,
+    all_commands,
+    recorded,
+    rel,
+    shape,
+    unexercised,
+    walk,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
-PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
 README_MAX_LINES = 150
 # The guides the README lists, each opening with a ```bash block of the command it is about.
 GUIDES = ("workshop", "production", "offsets", "queues", "clusters", "commands")
-# Fenced blocks whose lines are commands; in `console` blocks only the `$ ` lines are.
-SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console"})
-GROUPSCOPE = ("groupscope", ".venv/bin/groupscope")
 
-FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*([\w+-]*)")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 INLINE_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?")
@@ -50,52 +57,12 @@ ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 TRAILING_COMMENT = re.compile(r"\s+#.*$")
 
 
-def _rel(path: Path) -> str:
-    return path.relative_to(REPO).as_posix()
-
-
-@dataclass(frozen=True)
-class Block:
-    """A fenced code block: its language, the line of its opening fence, and its lines, each
-    with its 1-based line number."""
-
-    page: Path
-    language: str
-    opening: int
-    lines: tuple[tuple[int, str], ...]
-
-
-def _walk(page: Path) -> tuple[list[Block], list[tuple[int, str]]]:
-    """The page split in two: its fenced blocks, and the lines outside them (the prose, where
-    links and headings are; a `[x](y)` inside a block is an example, not a link)."""
-    blocks: list[Block] = []
-    prose: list[tuple[int, str]] = []
-    fence = ""
-    language = ""
-    opening = 0
-    body: list[tuple[int, str]] = []
-    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-        if not fence:
-            match = FENCE.match(line)
-            if match:
-                fence, language, opening, body = (match.group(1), match.group(2).lower(),
-                                                  number, [])
-            else:
-                prose.append((number, line))
-        elif line.strip().startswith(fence) and not line.strip().strip(fence[0]):
-            blocks.append(Block(page, language, opening, tuple(body)))
-            fence = ""
-        else:
-            body.append((number, line))
-    return blocks, prose
-
-
 def _blocks(page: Path) -> list[Block]:
-    return _walk(page)[0]
+    return walk(page)[0]
 
 
 def _prose(page: Path) -> list[tuple[int, str]]:
-    return _walk(page)[1]
+    return walk(page)[1]
 
 
 # ---- links ------------------------------------------------------------------------------------
@@ -110,7 +77,7 @@ class Link:
 
     @property
     def where(self) -> str:
-        return f"{_rel(self.page)}:{self.line}"
+        return f"{rel(self.page)}:{self.line}"
 
     def file(self) -> Path:
         path = unquote(self.target.partition("#")[0])
@@ -184,7 +151,7 @@ def test_a_relative_link_points_at_a_file(link: Link) -> None:
     its new page (`../assets/...`), or the reader gets a 404."""
     target = link.file()
     assert target.is_relative_to(REPO), f"{link.where}: {link.target} leaves the repository"
-    assert target.exists(), f"{link.where}: {link.target} -> {_rel(target)} does not exist"
+    assert target.exists(), f"{link.where}: {link.target} -> {rel(target)} does not exist"
 
 
 @pytest.mark.parametrize("link", ANCHORED_MD_LINKS, ids=_link_id)
@@ -193,75 +160,13 @@ def test_an_anchor_names_a_heading(link: Link) -> None:
     open the page at its top: the anchor must still be one of the page's headings."""
     anchors = _anchors(link.file())
     assert link.anchor in anchors, (
-        f"{link.where}: {_rel(link.file())} has no heading #{link.anchor}; "
+        f"{link.where}: {rel(link.file())} has no heading #{link.anchor}; "
         f"it has {sorted(anchors)}")
 
 
 # ---- commands ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Command:
-    """One command line of a shell block: `program` is `groupscope` or `make`, `argv` what
-    follows it (None when the line does not split as the shell would)."""
-
-    page: Path
-    line: int
-    text: str
-    program: str
-    argv: tuple[str, ...] | None
-
-    @property
-    def where(self) -> str:
-        return f"{_rel(self.page)}:{self.line}"
-
-
-def _logical_lines(block: Block) -> Iterator[tuple[int, str]]:
-    """The block's command lines: `$ ` prompts stripped (in `console` blocks only those lines
-    are commands, the rest is output), backslash continuations joined."""
-    pending: list[str] = []
-    start = 0
-    for number, raw in block.lines:
-        line = raw.strip()
-        if not pending:
-            if line.startswith("$ "):
-                line = line[2:].lstrip()
-            elif block.language == "console":
-                continue
-            start = number
-        if line.endswith("\\"):
-            pending.append(line[:-1].rstrip())
-            continue
-        pending.append(line)
-        yield start, " ".join(pending)
-        pending = []
-    if pending:
-        yield start, " ".join(pending)
-
-
-def _command(page: Path, number: int, text: str) -> Command | None:
-    try:
-        words: list[str] | None = shlex.split(text, comments=True)
-    except ValueError:  # an unclosed quote: still checked if it names our program
-        words = None
-    tokens = list(words) if words is not None else text.split()
-    while tokens and ENV_ASSIGNMENT.match(tokens[0]):
-        tokens.pop(0)
-    if not tokens or tokens[0] not in (*GROUPSCOPE, "make"):
-        return None
-    program = "make" if tokens[0] == "make" else "groupscope"
-    return Command(page, number, text, program, tuple(tokens[1:]) if words is not None else None)
-
-
-def _commands(page: Path) -> Iterator[Command]:
-    for block in _blocks(page):
-        if block.language in SHELL_LANGUAGES:
-            for number, text in _logical_lines(block):
-                command = _command(page, number, text)
-                if command:
-                    yield command
-
-
-COMMANDS = [command for page in PAGES for command in _commands(page)]
+COMMANDS = all_commands()
 GROUPSCOPE_COMMANDS = [c for c in COMMANDS if c.program == "groupscope"]
 MAKE_COMMANDS = [c for c in COMMANDS if c.program == "make"]
 
@@ -338,14 +243,57 @@ def test_a_guide_opens_with_its_command(guide: str) -> None:
     purpose, the guide's first block is a ```bash block that runs `groupscope` or `make`."""
     page = REPO / "docs" / f"{guide}.md"
     lines = page.read_text(encoding="utf-8").splitlines()
-    assert lines and lines[0].startswith("# "), f"{_rel(page)} does not open with a title"
+    assert lines and lines[0].startswith("# "), f"{rel(page)} does not open with a title"
     blocks = _blocks(page)
     first = blocks[0] if blocks else None
     assert first is not None and first.language == "bash", (
-        f"{_rel(page)}: the first block is not a ```bash block")
+        f"{rel(page)}: the first block is not a ```bash block")
     prose = [line for line in lines[1:first.opening - 1] if line.strip()]
     assert len(prose) <= 3 and not any(line.startswith("#") for line in prose), (
-        f"{_rel(page)}: more than a title and one sentence before its command")
+        f"{rel(page)}: more than a title and one sentence before its command")
     assert any(c.page == page and first.opening < c.line <= first.opening + len(first.lines)
                for c in COMMANDS), (
-        f"{_rel(page)}: its opening block holds no groupscope or make command")
+        f"{rel(page)}: its opening block holds no groupscope or make command")
+
+
+# ---- which commands a run exercised ----------------------------------------------------------
+
+@pytest.mark.parametrize(("ran", "shown", "covered"), [
+    # values aside: the test's own broker and a short duration run the guide's line
+    (["chaos", "--duration", "20", "--rate", "50", "--json", "/tmp/x.json"],
+     ["chaos", "--duration", "600", "--json", "alo.json"], True),
+    # an option the guide shows and no run gave
+    (["chaos", "--duration", "20"], ["chaos", "--duration", "600", "--broker-kills"], False),
+    # a positional's value is a value: `ctl kill bruno` is run by `ctl kill ada`, options
+    # anywhere; a positional's fixed choices are part of the path
+    (["ctl", "--data-dir", "d", "kill", "ada"], ["ctl", "kill", "bruno"], True),
+    (["ctl", "kill", "ada", "--data-dir", "d"], ["ctl", "kill", "bruno"], True),
+    (["ctl", "share", "scale", "3"], ["ctl", "share", "scale", "8"], True),
+    (["ctl", "share", "kill", "ada"], ["ctl", "share", "scale", "8"], False),
+    (["ctl", "broker", "kill", "1"], ["ctl", "broker", "kill", "2"], True),
+    (["ctl", "broker", "start", "1"], ["ctl", "broker", "kill", "2"], False),
+    # `--name=value` is `--name`; a negative number is a value
+    (["offsets", "reset", "--group=g", "--shift-by", "-5"],
+     ["offsets", "reset", "--group", "invoicer", "--shift-by", "-500"], True),
+    (["offsets", "delete", "--group", "g"], ["offsets", "reset", "--group", "g"], False),
+    # a flag takes no value: the word after it is read as what it is
+    (["replica", "--share", "--id", "ada"], ["replica", "--share", "--id", "bruno"], True),
+])
+def test_a_guide_command_is_covered_by_a_run_of_its_subcommand_with_its_options(
+        parser: argparse.ArgumentParser, ran: list[str], shown: list[str], covered: bool) -> None:
+    guide = Command(README, 1, " ".join(shown), "groupscope", tuple(shown))
+    assert (unexercised(parser, [guide], [ran]) == []) is covered, (
+        f"{shape(parser, ran)} against {shape(parser, shown)}")
+
+
+def test_a_line_without_a_subcommand_needs_no_run(parser: argparse.ArgumentParser) -> None:
+    helps = Command(README, 1, "groupscope --help", "groupscope", ("--help",))
+    assert unexercised(parser, [helps], []) == []
+
+
+def test_the_recorded_runs_survive_a_torn_line(tmp_path: Path) -> None:
+    """Processes killed mid-write (the suite kills many) may leave half a line."""
+    log = tmp_path / "argv.jsonl"
+    log.write_text('["watch", "--bootstrap", "b"]\n{"not": "argv"}\n["ctl", "st')
+    assert recorded(log) == [["watch", "--bootstrap", "b"]]
+    assert recorded(tmp_path / "absent.jsonl") == []
