@@ -144,6 +144,15 @@ def cached_class_archive() -> Path | None:
     return base.cached(class_archive_path())
 
 
+# The node's collector and compiler. Kafka ships G1 with the full tiered JIT, for servers
+# with cores to spare; the embedded node is a demo's, on a laptop beside Spark and the
+# replicas, where the client compiler alone starts it and keeps it for less CPU
+# (bench/README.md, "The embedded broker's JVM").
+G1_TIERED = ("-XX:+UseG1GC",)
+G1_C1 = ("-XX:+UseG1GC", "-XX:TieredStopAtLevel=1")
+BROKER_JVM = G1_C1
+
+
 @dataclass
 class EmbeddedBroker:
     """One KRaft node. `start()` returns once a metadata request succeeds."""
@@ -173,6 +182,7 @@ class EmbeddedBroker:
     # the Kafka release it runs: the pinned one, or another by Maven coordinates (the suite
     # runs jars.KAFKA3_VERSION beside it); only the pinned one maps the class-data archive
     kafka_version: str = KAFKA_VERSION
+    jvm_flags: tuple[str, ...] = BROKER_JVM
     _service: ServiceProcess = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -265,7 +275,7 @@ class EmbeddedBroker:
         return [
             "java",
             f"-Xmx{self.heap}",
-            "-XX:+UseG1GC",
+            *self.jvm_flags,
             "-Djava.awt.headless=true",
             *jvm_options(self.class_archive, self.record_classes if record else None),
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}"
