@@ -1,6 +1,8 @@
 """Shared fixtures: one real embedded broker and one real Spark Connect server per test run.
 
-Both listen on free ports and are stopped at session end, even when tests fail. Whatever
+Both listen on free ports and are stopped at session end, even when tests fail. Under `make
+test` the lanes share one Spark engine, which the runner starts and stops (tests/lanes.py):
+an engine at rest keeps a tenth of a core busy, and its sessions are each client's own. Whatever
 starts a JVM, a browser or the whole stack is a fixture here, so tests/markers.py can mark
 the tests that need it (`broker`, `spark`, `browser`, `stack`) from their fixtures alone.
 """
@@ -16,13 +18,15 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from backend.broker.embedded import EmbeddedBroker
 from backend.broker.nodes import EmbeddedCluster
 from backend.engine.server import SparkConnectServer
 from backend.kafka.settings import KafkaSettings
-from backend.netutil import free_port
+from backend.netutil import free_port, wait_until
+from backend.spark.session import check_engine
 
 pytest_plugins = ["tests.markers", "tests.timing", "tests.prompt_exit"]
 
@@ -119,6 +123,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if proc is not None and proc.poll() is not None:
             pytest.exit(f"the session's {what} exited with code {proc.returncode} before "
                         f"{item.nodeid} (its log: {service.log_file})", returncode=1)
+    for pid in _SHARED_ENGINE_PID:
+        if _engine_gone(pid):
+            pytest.exit(f"the lanes' Spark engine (pid {pid}) exited before {item.nodeid}",
+                        returncode=1)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
@@ -159,8 +167,42 @@ def cluster3(kafka_cluster: EmbeddedCluster) -> EmbeddedCluster:
     return kafka_cluster
 
 
+# the engine `make test`'s runner started for every lane: "<port> <UI port> <pid> <work dir>"
+SHARED_SPARK_ENV = "GROUPSCOPE_TEST_SPARK"
+SHARED_SPARK_WAIT_S = 240.0  # it starts beside the lanes' brokers, on a machine they load
+
+
+def _shared_engine(described: str) -> SparkConnectServer:
+    """The runner's engine, once it answers a query (the first lane to ask warms it up)."""
+    port, ui_port, pid, work = described.split(" ", 3)
+    server = SparkConnectServer(Path(work), port=int(port), ui_port=int(ui_port))
+    _SHARED_ENGINE_PID.append(int(pid))
+
+    def gone() -> None:
+        if _engine_gone(int(pid)):
+            raise RuntimeError(f"the lanes' Spark engine exited (its log: {server.log_file})")
+
+    wait_until(lambda: check_engine(server.remote, warm_up=True, timeout=10.0),
+               SHARED_SPARK_WAIT_S, interval=1.0, what="the lanes' Spark engine", abort=gone)
+    return server
+
+
+def _engine_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+_SHARED_ENGINE_PID: list[int] = []
+
+
 @pytest.fixture(scope="session")
 def spark_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
+    shared = os.environ.get(SHARED_SPARK_ENV)
+    if shared:
+        yield _shared_engine(shared)
+        return
     server = SparkConnectServer(tmp_path_factory.mktemp("spark"), port=free_port())
     server.start()
     _SESSION_SERVICES["Spark engine"] = server

@@ -17,6 +17,11 @@ broker and Spark as a lane does, so it would share no more.
 
     python -m tests.lanes [pytest options]
 
+The lanes share one Spark engine, started here before them and stopped after them: each
+lane's own cost a third engine start and a tenth of a core at rest for the whole run (its
+Connect sessions are each client's own, and the tests that stop or restart an engine start
+their own). Its log is kept in test-artifacts/ when the run fails.
+
 The main lane (`-m "not slow and not idle"`) prints as it runs; each other lane's output goes
 to test-artifacts/<name>-lane.log, is printed once the main lane is done and then followed as
 it grows. The run passes only if every lane passes, and a lane that collected no test fails
@@ -39,17 +44,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from backend.cli import ARGV_LOG, build_parser
-from backend.proc import reap, run, send, spawn
-from tests.conftest import ARTIFACTS
+from backend.engine.server import SparkConnectServer
+from backend.netutil import free_port
+from backend.proc import STOP_BUDGET_S, reap, run, send, spawn
+from tests.conftest import ARTIFACTS, SHARED_SPARK_ENV
 from tests.guides import all_commands, recorded, unexercised
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,12 +131,43 @@ def guides_exercised() -> bool:
     return False
 
 
+@contextlib.contextmanager
+def shared_engine() -> Iterator[SparkConnectServer]:
+    """The lanes' Spark engine, launched (not awaited: each lane waits for it when a test
+    first needs it) and described to them in SHARED_SPARK_ENV; stopped on the way out, its
+    log copied to the artifacts if the run failed."""
+    work = Path(tempfile.mkdtemp(prefix="groupscope-lanes-spark-"))
+    engine = SparkConnectServer(work, port=free_port())
+    engine.launch()
+    assert engine.process is not None
+    os.environ[SHARED_SPARK_ENV] = f"{engine.port} {engine.ui_port} {engine.process.pid} {work}"
+    passed = False
+    try:
+        yield engine
+        passed = True
+    finally:
+        engine.stop(STOP_BUDGET_S)
+        if not passed:
+            with contextlib.suppress(OSError):
+                shutil.copy(engine.log_file, ARTIFACTS / "lanes-spark-engine.log")
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run_lanes(args: list[str]) -> int:
     """The main lane in the foreground, the lanes of BESIDE in the background, each into its
     log; once the main lane is done each log is printed in turn, then followed as it grows."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     argv_log().unlink(missing_ok=True)
     os.environ[ARGV_LOG] = str(argv_log())
+    with shared_engine() as engine:
+        code = _run_lanes(args)
+        if code:
+            with contextlib.suppress(OSError):
+                shutil.copy(engine.log_file, ARTIFACTS / "lanes-spark-engine.log")
+        return code
+
+
+def _run_lanes(args: list[str]) -> int:
     lanes: list[subprocess.Popen[bytes]] = []
     deadline = time.monotonic() + LIMIT_S
 

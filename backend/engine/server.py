@@ -166,6 +166,21 @@ class SparkConnectServer:
               query: bool = True) -> SparkConnectServer:
         """With workers: the master and workers first, then the driver on them; whatever
         fails, nothing started is left running. Ports are checked before anything starts."""
+        t0 = time.monotonic()
+        try:
+            self.launch(timeout)
+            self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)), warm_up, query)
+        except BaseException:
+            self.stop(STOP_BUDGET_S)
+            raise
+        self.ready_s = time.monotonic() - t0
+        return self
+
+    def launch(self, timeout: float = 120.0) -> None:
+        """Start's first half: check the ports and spawn (a cluster's master and workers
+        first), without waiting for the driver to answer; whoever needs it waits (`make
+        test`'s runner launches one for every lane, each lane waits for it). Call from a
+        thread that outlives the engine: a child of backend.proc dies with its thread."""
         ensure_port_free(self.host, self.port, "Spark Connect server")
         ensure_port_free("127.0.0.1", self.ui_port or 0, "Spark driver's web UI")
         Path(self.work_dir).mkdir(parents=True, exist_ok=True)
@@ -174,22 +189,14 @@ class SparkConnectServer:
         env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
         if self.token:  # read by the server; an environment variable, not a visible argument
             env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
-        t0 = time.monotonic()
 
         def spawn_driver() -> None:
             self._service.spawn(self.command(), self.log_file, cwd=self.work_dir, env=env)
 
-        try:
-            if self._cluster is not None:
-                self._cluster.start(timeout, beside=spawn_driver)
-            else:
-                spawn_driver()
-            self.wait_ready(max(1.0, timeout - (time.monotonic() - t0)), warm_up, query)
-        except BaseException:
-            self.stop(STOP_BUDGET_S)
-            raise
-        self.ready_s = time.monotonic() - t0
-        return self
+        if self._cluster is not None:
+            self._cluster.start(timeout, beside=spawn_driver)
+        else:
+            spawn_driver()
 
     @property
     def process(self) -> subprocess.Popen | None:
