@@ -385,6 +385,7 @@ class MailboxCluster:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
         cluster_nodes(self.data_dir)  # refuses now when no cluster runs there
+        self._starting: list[threading.Thread] = []
 
     def node_ids(self) -> list[int]:
         return [n.id for n in cluster_nodes(self.data_dir)[0]]
@@ -392,6 +393,26 @@ class MailboxCluster:
     def kill(self, node_id: int) -> BrokerNode:
         return request(self.data_dir, "kill", node_id)
 
-    def start_node(self, node_id: int, wait: bool = True) -> BrokerNode:
-        """Always waits: the cluster process answers once the node is up."""
-        return request(self.data_dir, "start", node_id)
+    def start_node(self, node_id: int, wait: bool = True) -> BrokerNode | None:
+        """The cluster process answers once the node is up, which takes seconds; without
+        `wait` the request is made from a thread of its own and this returns at once (a chaos
+        run's plan goes on meanwhile, as with an EmbeddedCluster), a refusal only logged."""
+        if wait:
+            return request(self.data_dir, "start", node_id)
+
+        def start() -> None:
+            try:
+                request(self.data_dir, "start", node_id)
+            except ClusterError as exc:
+                sys.stderr.write(f"groupscope: starting Kafka node {node_id}: {exc}\n")
+
+        thread = threading.Thread(target=start, name=f"start-node-{node_id}", daemon=True)
+        thread.start()
+        self._starting = [t for t in self._starting if t.is_alive()] + [thread]
+        return None
+
+    def started(self, timeout: float = NODE_REQUEST_TIMEOUT_S) -> None:
+        """Wait for the starts asked without waiting (their answers, or their timeouts)."""
+        deadline = time.monotonic() + timeout
+        for thread in self._starting:
+            thread.join(max(0.0, deadline - time.monotonic()))

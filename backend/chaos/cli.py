@@ -110,8 +110,13 @@ def _chaos(args: argparse.Namespace) -> int:
         share=args.share)
     log_dir = Path(data_dir()) / "chaos" / name
     kafka_config = args.kafka_config or os.environ.get("GROUPSCOPE_KAFKA_CONFIG") or None
-    report = ChaosRun(settings, remote, config, log_dir, kafka_config=kafka_config,
-                      progress=lambda line: print(line, flush=True), brokers=brokers).execute()
+    try:
+        report = ChaosRun(settings, remote, config, log_dir, kafka_config=kafka_config,
+                          progress=lambda line: print(line, flush=True),
+                          brokers=brokers).execute()
+    finally:
+        if brokers is not None:  # the last node started again is up, or said why not
+            brokers.started()
     print(render(report))
     print(f"replica logs: {log_dir}")
     if args.json:

@@ -67,4 +67,5 @@ def nodes_served(cluster: EmbeddedCluster, data: Path) -> Iterator[None]:
     finally:
         stop.set()
         server.join(60)
+        cluster.serve_requests()  # one asked as the server stopped
         link.unlink()
