@@ -38,6 +38,7 @@ class Group:
     generation: int | None = None
     reconciling: frozenset[str] = frozenset()
     rate: int = 10  # records per partition per second
+    behind: int = 0  # records a live owner's commit stays behind the log end
     committed: dict[int, int] = field(default_factory=dict)
     ends: dict[int, int] = field(default_factory=dict)
     tracker: EpisodeTracker = field(default_factory=lambda: EpisodeTracker("c", "g"))
@@ -51,7 +52,7 @@ class Group:
             self.ends[p] = self.ends.get(p, 0) + self.rate // 2  # a frame every 0.5 s
             owner = self.owners.get(p)
             if owner is not None and owner not in self.dead and self.state == "Stable":
-                self.committed[p] = self.ends[p]
+                self.committed[p] = self.ends[p] - self.behind
         lag = sum(self.ends[p] - self.committed.get(p, 0) for p in range(self.partitions))
         f = Frame(t_ms, self.state, self.protocol, "range", self.generation,
                   self.generation, {m: Member(m, c, "/10.0.0.9") for m, c in self.members.items()},
@@ -134,6 +135,22 @@ def test_a_member_that_left_cleanly_is_left_and_was_never_dead():
     run(g, 5.5, 8)
     (ep,) = g.final()
     assert ep.cause == LEFT and ep.causes[0].dead_ms <= 1000
+
+
+def test_a_clean_leave_noticed_after_a_starved_poll_is_not_called_an_expiry():
+    """Records waiting, the member gone between a frame at 4.5 s and the next at 8 s (the
+    poller starved for 3.5 s): it was dead at most that wait, not a session's worth."""
+    g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
+    g.spread("id-a", "id-b")
+    run(g, 0, 5)
+    g.state, g.owners = "PreparingRebalance", {}
+    del g.members["id-b"]
+    g.tick(8_000)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 8.5, 11)
+    (ep,) = g.final()
+    assert ep.cause == LEFT and ep.causes[0].dead_ms == 3_500, ep.causes
 
 
 def test_without_records_waiting_a_departure_is_not_called_left_or_expired():
