@@ -44,6 +44,20 @@ def test_exactly_once_on_the_consumer_protocol_has_no_duplicates_under_kills(
     assert r["processed"] == r["produced"] and r["ok"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_careless_commit_mode_is_run_and_its_losses_reported_as_its_cost(kafka, chaos) -> None:
+    """The workshop guide's `chaos --commit before-processing`, small: what the mode loses
+    is its cost, not a failure, and nothing appears that was never produced."""
+    r = chaos(kafka.bootstrap, "--commit", "before-processing", "--duration", "15",
+              "--rate", "150", "--streams", "12", "--partitions", "3", "--replicas", "2",
+              "--max-replicas", "3", "--seed", "3")
+    assert r["config"]["commit"] == "before-processing"
+    assert r["error"] is None and r["drain_s"] is not None and r["actions"]["kill"] >= 1
+    assert r["unexpected"] == 0 and r["produced"] >= 0.8 * 15 * 150
+    assert r["ok"]
+
+
 def test_a_report_with_a_lost_message_fails(tmp_path) -> None:
     verdict = judge({"car-01": 10}, {"car-01": {"count": 9, "last_seq": 8}})
     report = ChaosReport(config=ChaosConfig(), group="g", topic="t", done={"kill": 1},

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from backend.cli import ARGV_LOG
 from backend.netutil import free_port, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 
@@ -48,6 +49,8 @@ def web_server(env: dict[str, str], log_path: Path,
     yield its URL; always stop it."""
     port = free_port()
     full_env = {**(os.environ if inherit else {}), **env, "GROUPSCOPE_WEB_PORT": str(port)}
+    if ARGV_LOG in os.environ:  # an environment of its own still says what `make test` ran
+        full_env.setdefault(ARGV_LOG, os.environ[ARGV_LOG])
     with open(log_path, "wb") as log:
         proc = spawn([sys.executable, "-m", "backend.cli", *command, "--port", str(port)],
                      cwd=REPO, env=full_env, stdout=log, stderr=subprocess.STDOUT,

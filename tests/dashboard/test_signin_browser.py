@@ -17,53 +17,23 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from backend.history.sqlite import SqliteStore
 from backend.netutil import free_port, wait_until
-from backend.proc import abort_if_exited, spawn, terminate
 from tests.dashboard.browser import button
 from tests.dashboard.group import create_topic
 from tests.dashboard.test_groups_browser import watch_server
 from tests.dashboard.test_offsets_page_browser import _committed, _fill
 from tests.exporter.test_exporter_live import produce_exactly
 from tests.observer.seed import seed_groups
+from tests.oidc import OPERATORS, VIEWERS, oidc_provider, sign_in_file
 
 PARTITIONS = 2
 RECORDS = 50
 COMMITTED = 40
-VIEWERS, OPERATORS = "kafka-viewers", "kafka-operators"
-
-
-@contextmanager
-def oidc_provider(log_path: Path) -> Iterator[str]:
-    """oidc-provider-mock on a free loopback port; yields its issuer URL; always stopped."""
-    port = free_port()
-    issuer = f"http://127.0.0.1:{port}"
-    with open(log_path, "wb") as log:
-        proc = spawn([sys.executable, "-m", "oidc_provider_mock", "--port", str(port),
-                      "--host", "127.0.0.1"], stdout=log, stderr=subprocess.STDOUT,
-                     start_new_session=True)
-    try:
-        def answering() -> bool:
-            try:
-                with urllib.request.urlopen(f"{issuer}/.well-known/openid-configuration",
-                                            timeout=2) as answer:
-                    return json.loads(answer.read())["issuer"] == issuer
-            except OSError:
-                return False
-
-        wait_until(answering, 60, what="the OIDC provider's discovery document",
-                   abort=abort_if_exited(proc, "oidc-provider-mock",
-                                         lambda: f"; see {log_path}", AssertionError))
-        yield issuer
-    finally:
-        terminate(proc, 10, group=True)
 
 
 def add_user(issuer: str, sub: str, **claims: object) -> None:
@@ -73,25 +43,6 @@ def add_user(issuer: str, sub: str, **claims: object) -> None:
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 204
-
-
-def sign_in_file(folder: Path, issuer: str) -> Path:
-    (folder / "oidc-secret").write_text("any-secret-the-mock-takes\n")
-    path = folder / "signin.toml"
-    path.write_text(f"""
-[oidc]
-issuer = "{issuer}"
-client_id = "groupscope"
-client_secret_file = "oidc-secret"
-redirect_uri = "http://127.0.0.1:{{port}}/oauth2callback"
-allowed_domains = ["example.com"]
-
-[roles]
-claim = "groups"
-operator = ["{OPERATORS}"]
-viewer = ["{VIEWERS}"]
-""")
-    return path
 
 
 def sign_in(page, url: str, sub: str) -> None:

@@ -21,6 +21,7 @@ from tests.exporter.conftest import value, wait_exported
 from tests.exporter.test_exporter_live import produce_exactly, wait_serving
 from tests.observer.conftest import create_topic
 from tests.observer.seed import seed_groups
+from tests.oidc import oidc_provider, sign_in_file
 from tests.tlsutil import make_ca
 
 
@@ -33,11 +34,16 @@ def test_watch_serves_metrics_from_the_start_and_sigterm_leaves_nothing(
     produce_exactly(kafka, topic, (6, 9))
     seed_groups(kafka, {group: {(topic, 0): 1, (topic, 1): 9}})
     web, metrics = free_port(), free_port()
+    rules = tmp_path / "alerts.toml"  # as docs/production.md gives them to watch
+    rules.write_text(f'[[rule]]\nname = "nobody-consumes"\nkind = "empty_lag"\n'
+                     f'groups = ["{group}"]\nfor = "0s"\n')
     # beyond loopback only with --no-auth (refused without it: below), and then said so
     cmd = groupscope("watch", "--bootstrap", kafka.bootstrap, "--port", str(web),
-                     "--metrics-port", str(metrics), "--address", "0.0.0.0", "--no-auth")
+                     "--metrics-port", str(metrics), "--address", "0.0.0.0", "--no-auth",
+                     "--alerts", str(rules))
     wait_serving(cmd, metrics)
     assert "open to everyone who can reach it: no sign-in (--no-auth)" in cmd.stdout()
+    assert "alerts: 1 rule(s)" in cmd.stdout()
 
     s = wait_exported(metrics, 60, cluster=kafka.bootstrap, group=group, topic=topic)
     assert value(s, "groupscope_group_lag_messages", cluster=kafka.bootstrap, group=group,
@@ -45,6 +51,8 @@ def test_watch_serves_metrics_from_the_start_and_sigterm_leaves_nothing(
     assert value(s, "groupscope_exporter_cluster_up", cluster=kafka.bootstrap) == 1
     out = cmd.stdout()
     assert f"http://localhost:{web}" in out and f"http://localhost:{metrics}/metrics" in out
+    wait_until(lambda: "nobody-consumes" in cmd.stderr() and group in cmd.stderr(),
+               timeout=30, what="the alert's log line")
 
     # the dashboard is served by the same process, never opened
     def dashboard_up() -> bool:
@@ -78,12 +86,11 @@ def test_watch_beyond_loopback_without_no_auth_is_refused_before_anything_starts
 @pytest.mark.timeout(120)
 def test_watch_serves_its_page_over_tls_from_the_given_certificate(
         kafka, groupscope, tmp_path) -> None:
+    """As docs/production.md starts it for a team: every address, sign-in, TLS."""
     ca = make_ca(tmp_path / "ca")
     cert = ca.issue("page", common_name="localhost", sans=("IP:127.0.0.1", "DNS:localhost"),
                     server=True)
     web = free_port()
-    cmd = groupscope("watch", "--bootstrap", kafka.bootstrap, "--port", str(web),
-                     "--tls-cert", str(cert.cert), "--tls-key", str(cert.key))
     trusted = ssl.create_default_context(cafile=str(ca.cert))
 
     def healthy() -> bool:
@@ -94,11 +101,15 @@ def test_watch_serves_its_page_over_tls_from_the_given_certificate(
         except OSError:
             return False
 
-    wait_until(healthy, timeout=60, interval=0.5, what="the page's health check over TLS",
-               abort=abort_if_exited(cmd.proc, "watch", cmd.stderr, AssertionError))
-    assert f"https://localhost:{web}" in cmd.stdout()
-    with pytest.raises(OSError):  # no plain HTTP beside it
-        urllib.request.urlopen(f"http://127.0.0.1:{web}/_stcore/health", timeout=5).read()
+    with oidc_provider(tmp_path / "oidc.log") as issuer:
+        cmd = groupscope("watch", "--bootstrap", kafka.bootstrap, "--port", str(web),
+                         "--address", "0.0.0.0", "--sign-in", str(sign_in_file(tmp_path, issuer)),
+                         "--tls-cert", str(cert.cert), "--tls-key", str(cert.key))
+        wait_until(healthy, timeout=60, interval=0.5, what="the page's health check over TLS",
+                   abort=abort_if_exited(cmd.proc, "watch", cmd.stderr, AssertionError))
+        assert f"https://localhost:{web}" in cmd.stdout()
+        with pytest.raises(OSError):  # no plain HTTP beside it
+            urllib.request.urlopen(f"http://127.0.0.1:{web}/_stcore/health", timeout=5).read()
 
 
 @pytest.mark.parametrize(("flags", "says"), [

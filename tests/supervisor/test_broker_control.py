@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backend.contracts.control import BrokerNode
 from backend.kafka.clusterfile import read_cluster
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, wait_until
@@ -96,7 +97,15 @@ def test_the_control_api_kills_stops_and_starts_the_stacks_kafka_nodes(
     assert listed.quorum_leader in (1, 2, 3)
     pid2 = next(n.pid for n in listed.brokers if n.id == 2)
 
-    killed = client.broker_kill(2)
+    def ctl(*args: str) -> str:  # as docs/clusters.md types it
+        done = subprocess.run(
+            [sys.executable, "-m", "backend.cli", "ctl", "--data-dir",
+             str(cluster_process.data), *args], capture_output=True, text=True, timeout=60,
+            cwd=REPO)
+        assert done.returncode == 0, f"ctl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    killed = BrokerNode.model_validate_json(ctl("broker", "kill", "2", "--json"))
     assert (killed.id, killed.alive, killed.pid) == (2, False, None)
     assert not pid_alive(pid2)
     assert [n.alive for n in client.brokers().brokers] == [True, False, True]
@@ -104,7 +113,7 @@ def test_the_control_api_kills_stops_and_starts_the_stacks_kafka_nodes(
         client.broker_start(1)
     assert twice.value.status == 409 and "already running" in str(twice.value)
 
-    started = client.broker_start(2)
+    started = BrokerNode.model_validate_json(ctl("broker", "start", "2", "--json"))
     assert started.alive and started.pid and started.pid != pid2
     cluster_process.node_pids.add(started.pid)
     # the new JVM is the cluster process's child, so it stops with the cluster
@@ -123,11 +132,7 @@ def test_the_control_api_kills_stops_and_starts_the_stacks_kafka_nodes(
     assert anonymous.value.status == 401
     assert all(n.alive for n in client.brokers().brokers)
 
-    ctl = subprocess.run(
-        [sys.executable, "-m", "backend.cli", "ctl", "--data-dir", str(cluster_process.data),
-         "brokers"], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert ctl.returncode == 0, ctl.stderr
-    rows = ctl.stdout.strip().splitlines()
+    rows = ctl("brokers").strip().splitlines()
     assert rows[0].split()[:4] == ["ID", "STATE", "PORT", "QUORUM"]
     assert [r.split()[:2] for r in rows[1:]] == [["1", "up"], ["2", "up"], ["3", "up"]]
     assert sum("(leader)" in r for r in rows[1:]) == 1

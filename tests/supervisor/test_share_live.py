@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.contracts.control import ScaleAnswer
 from backend.netutil import wait_until
 from tests.supervisor.conftest import REPO, Backend, start_backend, stop_backend
 
@@ -46,7 +47,7 @@ def _ctl(b: Backend, *args: str) -> str:
 def test_share_replicas_beyond_the_partitions_all_work_where_the_consumer_groups_idle(
         both: Backend) -> None:
     b = both
-    started = b.client.share_scale(3).started
+    started = ScaleAnswer.model_validate_json(_ctl(b, "share", "scale", "3", "--json")).started
     assert len(started) == 3
 
     def settled():

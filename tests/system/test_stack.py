@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import signal
@@ -17,8 +18,11 @@ from pathlib import Path
 import psutil
 
 from backend.cli import build_parser
+from backend.contracts import DEFAULT_GROUP, INPUT_TOPIC
+from backend.kafka.clients import quiet_admin
 from backend.netutil import free_port, wait_until
 from backend.proc import STOP_WITHIN_S, run, spawn
+from backend.supervisor.client import ControlClient
 from tests.conftest import stack_processes
 
 EXPECTED_COMMANDS = {"up", "broker", "spark", "web", "watch", "produce", "replica", "backend",
@@ -66,18 +70,9 @@ def test_up_serves_the_dashboard_and_ctrl_c_leaves_no_process(tmp_path, stack):
     )
     for key in ("GROUPSCOPE_BOOTSTRAP", "GROUPSCOPE_KAFKA_CONFIG", "SPARK_REMOTE"):
         env.pop(key, None)
-    up = spawn(
-        [sys.executable, "-m", "backend.cli", "up"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        text=True, start_new_session=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
-    reader.start()
+    up, lines, reader = _up(env=env)
     try:
-        wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
-                   timeout=240, what="`groupscope up` to report ready")
-        assert up.poll() is None, "".join(lines)
+        _wait_up(up, lines, 240)
         with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/_stcore/health", timeout=5) as r:
             assert r.read().decode().strip() == "ok"
         assert any(f"http://localhost:{web_port}" in line for line in lines)
@@ -143,6 +138,24 @@ def _up_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def _up(*args: str, env: dict[str, str]
+        ) -> tuple[subprocess.Popen[str], list[str], threading.Thread]:
+    """`groupscope up ARGS` in a session of its own, its output gathered line by line."""
+    up = spawn([sys.executable, "-m", "backend.cli", "up", *args], env=env,
+               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+               text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(up.stdout or ()), daemon=True)
+    reader.start()
+    return up, lines, reader
+
+
+def _wait_up(up: subprocess.Popen[str], lines: list[str], timeout: float) -> None:
+    wait_until(lambda: any("groupscope is up" in line for line in lines) or up.poll(),
+               timeout=timeout, what="`groupscope up` to report ready")
+    assert up.poll() is None, "".join(lines)
+
+
 def _at(lines: list[str], text: str) -> int:
     """Index of the first line of `up`'s output that is `text` after its padded name."""
     return next(i for i, line in enumerate(lines) if line.strip().startswith(text))
@@ -189,3 +202,37 @@ def test_watch_checks_the_properties_file_before_serving(tmp_path):
     assert result.returncode == 2
     assert "client.properties:2" in result.stderr
     assert "s3cret" not in result.stderr + result.stdout
+
+
+def test_up_on_an_external_cluster_and_engine_runs_only_the_supervisor_and_the_page(
+        tmp_path, stack, kafka, spark_remote):
+    """`up --bootstrap … --kafka-config … --spark-remote …` (docs/production.md,
+    docs/clusters.md) starts neither Kafka nor Spark: the launcher skips both, naming the ones
+    it uses, and the supervisor runs its group there; Ctrl-C leaves nothing. The demo's topics
+    and group it made on the session's broker are deleted afterwards."""
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=PLAINTEXT\n")
+    up, lines, reader = _up("--bootstrap", kafka.bootstrap, "--kafka-config", str(props),
+                            "--spark-remote", spark_remote, env=_up_env(tmp_path))
+    try:
+        _wait_up(up, lines, 180)
+        assert _at(lines, f"broker | skipped: external cluster {kafka.bootstrap}") >= 0
+        assert _at(lines, f"spark | skipped: SPARK_REMOTE={spark_remote}") >= 0
+        status = ControlClient.discover(tmp_path / "data").status()
+        assert (status.group, status.topic) == (DEFAULT_GROUP, INPUT_TOPIC)
+        up.send_signal(signal.SIGINT)
+        assert up.wait(STOP_WITHIN_S + 30) in (0, 130), "".join(lines[-30:])
+        reader.join(10)
+        wait_until(lambda: not stack_processes(stack), timeout=30,
+                   what="every process of the stack to exit")
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+        admin = quiet_admin(kafka)
+        for done in admin.delete_consumer_groups([DEFAULT_GROUP], request_timeout=30).values():
+            with contextlib.suppress(Exception):
+                done.result()
+        ours = [t for t in admin.list_topics(timeout=30).topics if t.startswith(INPUT_TOPIC)]
+        for done in (admin.delete_topics(ours, operation_timeout=30).values() if ours else ()):
+            with contextlib.suppress(Exception):
+                done.result()
