@@ -88,7 +88,7 @@ LANE_CSS = """
               gap:0.5rem; }
 .gs-broker { border-left:0.6rem solid var(--c); border-radius:0.5rem; padding:0.35rem 0.7rem;
              background:rgba(127,127,127,0.10); }
-.gs-broker .n { font-size:1.2rem; font-weight:800; }
+.gs-broker .n { font-size:1.2rem; font-weight:800; white-space:nowrap; }
 .gs-broker .s { float:right; font-weight:700; border-radius:0.6rem; padding:0 0.5rem;
                 font-size:0.85rem; color:#fff; }
 .gs-broker .d { font-size:0.9rem; }
