@@ -45,7 +45,8 @@ class Departure:
     group was last seen with it. `last_progress_ms`: the newest commit progress on its
     partitions, None when none was ever seen. `noticed_ms`: when the group was first seen
     without it or rebalancing. `resolution_ms`: how long a pause must be to be told from the
-    observer's own poll and the group's commit cadence."""
+    observer's own poll and the group's commit cadence. `listed_ms`: the last time the group
+    was seen listing it (None: until it was noticed gone)."""
 
     member: Member
     owned: int  # partitions it owned in the last settled description
@@ -53,12 +54,27 @@ class Departure:
     last_progress_ms: int | None
     noticed_ms: int
     resolution_ms: int
+    listed_ms: int | None = None
 
     @property
     def dead_ms(self) -> int | None:
         if self.last_progress_ms is None:
             return None
         return max(0, self.noticed_ms - self.last_progress_ms)
+
+    @property
+    def listed_dead_ms(self) -> int | None:
+        """How long it was seen listed with its commits stopped: the sign of an expiry (a
+        member that leaves is gone at once), which a starved observer may not have seen."""
+        if self.last_progress_ms is None:
+            return None
+        listed = self.noticed_ms if self.listed_ms is None else self.listed_ms
+        return max(0, listed - self.last_progress_ms)
+
+    @property
+    def unseen_ms(self) -> int:
+        """The wait between the last look that listed it and the one that did not."""
+        return 0 if self.listed_ms is None else max(0, self.noticed_ms - self.listed_ms)
 
 
 @dataclass(frozen=True)
@@ -125,10 +141,14 @@ def departures(ev: Evidence) -> list[Cause]:
                               f"gone: it left, or expired with a session timeout under "
                               f"{_s(d.resolution_ms)} (the group was seen too seldom to tell)",
                               m, dead_ms=dead))
-        elif dead is not None and d.waiting:
+        elif dead is not None and d.waiting and (d.listed_dead_ms or 0) > d.resolution_ms:
             out.append(_cause(EXPIRED, f"{_who(m)} stopped committing with records waiting "
                               f"and stayed listed {_s(dead)} until the group noticed",
                               m, dead_ms=dead))
+        elif dead is not None and d.waiting:
+            out.append(_cause(DEPARTED, f"{_who(m)} committed until {_s(dead)} before it was "
+                              f"gone, but the group went unseen for {_s(d.unseen_ms)} of "
+                              f"that: left or expired cannot be told", m, dead_ms=dead))
         else:
             why = ("it owned no partition" if not d.owned
                    else "its partitions were never seen committing" if dead is None

@@ -71,9 +71,6 @@ class _Episode:
     lag_after: int | None = None
     recovered_ms: int | None = None
     reprocessed: int = 0
-    # the longest wait between two frames, from the one before it began to its end: a member
-    # gone in such a wait was noticed up to that late (a starved poller)
-    widest_gap_ms: int = 0
     causes: tuple = ()
     joined: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
@@ -251,8 +248,6 @@ class EpisodeTracker:
     def _during(self, ep: _Episode, f: Frame, moved: set[Slot]) -> None:
         """What a frame inside an open episode adds: unowned time, reconciling members."""
         prev = self._prev
-        if self._prev_ms is not None:
-            ep.widest_gap_ms = max(ep.widest_gap_ms, f.taken_ms - self._prev_ms)
         if prev is not None and prev.taken_ms >= ep.start_ms and not prev.shared:
             topics = ep.before.owned_topics()
             total = sum(n for t, n in prev.partition_counts.items() if t in topics)
@@ -315,13 +310,11 @@ class EpisodeTracker:
         waiting = any(s in before.behind for s in mine)
         moves = [ep.moved_before[s] for s in mine if s in ep.moved_before]
         cadence = median(self._cadence) if self._cadence else 0
-        # a member that left right after a commit shows dead up to a commit cadence, plus
-        # however late the frame that noticed it came
-        resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence,
-                         ep.widest_gap_ms + cadence)
+        resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence)
         noticed = max(ep.start_ms, ep.last_seen.get(m.member_id, ep.start_ms))
+        listed = max(before.taken_ms, ep.last_seen.get(m.member_id, before.taken_ms))
         return Departure(m, len(mine), waiting, max(moves) if moves else None, noticed,
-                         int(resolution))
+                         int(resolution), listed_ms=min(listed, noticed))
 
     def _growth_for(self, ep: _Episode) -> tuple[tuple[str, int, int], ...]:
         topics = ep.before.owned_topics() | (ep.after.owned_topics() if ep.after else set())
