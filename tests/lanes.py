@@ -4,10 +4,11 @@ The tests marked `slow` take a minute or more each and spend much of it waiting:
 runs, Kafka nodes killed and restarted, a laptop joining the room. Run after the rest they
 made a forty-minute suite; run beside it, in a second pytest process, their waiting overlaps
 the rest's work, and the marks are chosen so the lanes take about as long (bench/README.md,
-"The test suite's time"). The tests marked `idle` barely use the machine while they last (an
-idle topic watched for a minute, a Groups page left open, a storm timed): a third lane,
-since on two cores busy with the other two they cost almost nothing beside them. The lanes
-share nothing but the machine: each has its own broker fixture, its own temporary folders,
+"The test suite's time"). The tests marked `idle` mostly wait while they last (an
+idle topic watched for a minute, a Groups page left open, a storm timed, a lock-out window):
+a third lane, since on two cores busy with the other two they cost little beside them. The
+lanes share the machine and one Spark engine (below): each has its own broker fixture, its
+own temporary folders,
 and every process a test starts is tagged, reaped and dies with its parent as in one lane.
 
 Why not pytest-xdist: its workers take the next test as they free up, so two CPU-heavy tests

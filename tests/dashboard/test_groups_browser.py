@@ -50,7 +50,7 @@ def _filter(page, text: str) -> None:
     box.press("Enter")
 
 
-@pytest.mark.slow  # a watch, Chromium and live members for half a minute: the second lane
+@pytest.mark.idle  # a watch, Chromium and live members for half a minute, mostly waiting
 @pytest.mark.timeout(300)
 def test_watch_opens_on_groups_filters_and_opens_a_foreign_group(
         broker, kafka, chromium, unique, artifacts_dir, tmp_path):

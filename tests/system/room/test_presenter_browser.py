@@ -24,6 +24,9 @@ from tests.dashboard.browser import web_server
 from tests.system.room.conftest import PASSCODE, write_room
 from tests.system.room.netns import Laptop
 
+# both mostly wait (a page to draw, the lock-out window to pass): the third lane
+pytestmark = pytest.mark.idle
+
 LOCKOUT_S = 30  # the lock-out window of these tests' server (ENV_LOCKOUT_S)
 KEEP_SOCKETS_JS = """
 (() => {
@@ -275,8 +278,6 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
         assert PASSCODE not in log and "forged-guess" not in log
 
 
-# `slow`: it waits out the lock-out window, and the main lane is the suite's long pole
-@pytest.mark.slow
 def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_unlocks_it(
         laptop_chromium: Callable[..., Any], laptop: Laptop, artifacts_dir: Path,
         tmp_path: Path) -> None:
