@@ -53,6 +53,9 @@ class _Episode:
     start_ms: int
     before: Frame
     seen_as: str
+    # the last look before it that listed `before`'s members: the settled frame's own time
+    # is older when identical frames since were only touched
+    listed_ms: int
     progress_before: dict[Slot, int]  # slot -> last commit progress before it started
     moved_before: dict[Slot, int]  # slot -> last real commit move before it started
     end_ms: int | None = None
@@ -222,6 +225,7 @@ class EpisodeTracker:
     def _begin(self, start_ms: int, seen_as: str, f: Frame) -> _Episode:
         assert self._settled is not None
         ep = _Episode(start_ms=start_ms, before=self._settled, seen_as=seen_as,
+                      listed_ms=max(self._settled.taken_ms, self._prev_ms or 0),
                       progress_before=dict(self._progress_ms),
                       moved_before=dict(self._moved_ms), lag_peak=self._settled.lag)
         ep.names.update(self._settled.members)
@@ -312,7 +316,7 @@ class EpisodeTracker:
         cadence = median(self._cadence) if self._cadence else 0
         resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence)
         noticed = max(ep.start_ms, ep.last_seen.get(m.member_id, ep.start_ms))
-        listed = max(before.taken_ms, ep.last_seen.get(m.member_id, before.taken_ms))
+        listed = max(ep.listed_ms, ep.last_seen.get(m.member_id, ep.listed_ms))
         return Departure(m, len(mine), waiting, max(moves) if moves else None, noticed,
                          int(resolution), listed_ms=min(listed, noticed))
 

@@ -13,20 +13,26 @@ from backend.contracts.history import EXPIRED, HISTORY_FILE
 from backend.history.sqlite import SqliteStore
 from backend.netutil import wait_until
 from tests.dashboard.test_groups_browser import watch_server
-from tests.observer.conftest import REPO, Members, SteadyProducer, create_topic
+from tests.observer.conftest import REPO, Members, SteadyProducer, create_topic, told_or_unseen
 
 SESSION_MS = 15_000
 
 
-def _expired(path) -> list:
+def _episodes(path) -> list:
+    """Every final episode in the memory file, oldest first."""
     if not path.exists():
         return []
     store = SqliteStore(path)
     try:
         return [e for c in store.clusters() for e in store.episodes(c.key)
-                if e.cause == EXPIRED]
+                if e.end_ms is not None]
     finally:
         store.close()
+
+
+def _departure(path, member: str):
+    """The final episode in which `member` left, once the memory has it."""
+    return next((e for e in _episodes(path) if member in e.left), None)
 
 
 @pytest.mark.timeout(300)
@@ -49,9 +55,16 @@ def test_a_rebalance_seen_by_one_watch_is_on_the_next_ones_timeline(
             wait_until(lambda: (data / HISTORY_FILE).exists() and _members(data, group) == 2,
                        90, what="both members in the first watch's memory")
             members.kill("killed")
-            (episode,) = wait_until(lambda: _expired(data / HISTORY_FILE), 60 + SESSION_MS / 1000,
-                                    what="the expiry in the memory")
+            try:
+                episode = wait_until(lambda: _departure(data / HISTORY_FILE, "killed"),
+                                     60 + SESSION_MS / 1000, what="the departure in the memory")
+            except TimeoutError as exc:
+                kept = _episodes(data / HISTORY_FILE)
+                raise AssertionError(f"{exc}; the memory has {kept}") from exc
         assert episode.left == ("killed",)
+        # an expiry, unless the watch (starved by a loaded machine) did not look for seconds
+        # around it: then "cannot be told", never "left"
+        expired = told_or_unseen(episode, EXPIRED)
         with chromium() as page, watch_server(kafka.bootstrap, tmp_path / "watch-2.log", data,
                                               "--group", group) as url:
             page.goto(f"{url}/timeline")
@@ -60,10 +73,12 @@ def test_a_rebalance_seen_by_one_watch_is_on_the_next_ones_timeline(
 
             def card() -> str | None:
                 text = page.locator(".st-key-timeline_card").first.inner_text(timeout=10_000)
-                return text if EXPIRED in text and "killed" in text else None
+                return text if episode.cause in text and "killed" in text else None
 
-            shown = wait_until(card, 60, interval=0.5, what="the expiry on the new Timeline")
-            assert "stayed listed" in shown and "until the group noticed" in shown, shown
+            shown = wait_until(card, 60, interval=0.5, what="the departure on the new Timeline")
+            told = ("stayed listed", "until the group noticed") if expired \
+                else ("went unseen for", "cannot be told")
+            assert all(words in shown for words in told), shown
     finally:
         members.stop_all()
         producer.stop()
@@ -72,7 +87,7 @@ def test_a_rebalance_seen_by_one_watch_is_on_the_next_ones_timeline(
                           kafka.bootstrap, "--since", "1h"], capture_output=True, text=True,
                          timeout=60, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    assert "expired" in out.stdout and "killed" in out.stdout
+    assert episode.cause in out.stdout and "killed" in out.stdout
 
 
 def _members(data, group: str) -> int | None:

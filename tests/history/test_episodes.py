@@ -156,6 +156,30 @@ def test_a_clean_leave_noticed_after_a_starved_poll_is_not_called_an_expiry():
     assert "went unseen for 3.5 s" in why.evidence
 
 
+def test_an_expiry_seen_through_unchanged_looks_is_still_an_expiry():
+    """The producer stopped and the killed member's commits with it: every look until the
+    expiry matched the last frame, so the observer only touched the tracker. Those looks
+    listed the member as surely as full frames would have; the 6 s are not "unseen"."""
+    g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
+    g.spread("id-a", "id-b")
+    run(g, 0, 3)
+    g.dead.add("id-b")
+    g.rate = 0
+    g.tick(3_000)
+    for t in range(3_500, 9_000, 500):
+        assert g.tracker.idle
+        g.tracker.touch(t)
+    g.state, g.owners = "PreparingRebalance", {}
+    del g.members["id-b"]
+    g.tick(9_000)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 9.5, 12)
+    (ep,) = g.final()
+    (why,) = ep.causes
+    assert ep.cause == EXPIRED and "stayed listed" in why.evidence, ep.causes
+
+
 def test_without_records_waiting_a_departure_is_not_called_left_or_expired():
     g = Group(members={"id-a": "a", "id-b": "b"}, rate=0)
     g.spread("id-a", "id-b")

@@ -9,7 +9,6 @@ file, read back through `groupscope history`.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -20,7 +19,6 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from backend.contracts.history import (
-    DEPARTED,
     EPISODES_JSON,
     EXPIRED,
     JOINED,
@@ -32,7 +30,7 @@ from backend.history.recorder import HistoryRecorder
 from backend.history.sqlite import SqliteStore
 from backend.netutil import wait_until
 from backend.observer.overview import OverviewWatcher
-from tests.observer.conftest import create_topic
+from tests.observer.conftest import create_topic, told_or_unseen
 
 REPO = Path(__file__).resolve().parents[2]
 # The members' classic session here, longer than member.py's 6 s: "expired" is told from "left"
@@ -79,18 +77,6 @@ def history(memory: Memory, group: str, *args: str) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-m", "backend.cli", "history", "--group", group,
                            "--history", str(memory.path), "--since", "1h", *args],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
-
-
-def told_or_unseen(episode: Episode, cause: str) -> bool:
-    """Whether the memory told `cause`; if not, it must have said "cannot be told" because
-    it did not look for seconds around the departure (its in-process polls starve on a CI
-    machine at load 40), never the other cause."""
-    if episode.cause == cause:
-        return True
-    (why,) = episode.causes
-    unseen = re.search(r"went unseen for ([0-9.]+) s", why.evidence)
-    assert episode.cause == DEPARTED and unseen and float(unseen.group(1)) >= 1.5, episode
-    return False
 
 
 @pytest.mark.timeout(240)
