@@ -95,6 +95,24 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
         shutil.rmtree(profile, ignore_errors=True)
 
 
+# Streamlit's frontend fetches an element's code (the table, a select box) when a page first
+# shows one. In a CI run at load 25 one such fetch was lost and the page said this where the
+# Groups table belonged, for good: a reader would reload, and so does a test that opens one.
+SCRIPT_LOST = "Failed to fetch dynamically imported module"
+
+
+def reload_if_scripts_lost(page, selector: str, timeout_s: float, tries: int = 2) -> None:
+    """Once `selector` shows and the page's fetches are done, reload it while one of its
+    scripts was lost (at most `tries` times)."""
+    for _ in range(tries):
+        page.wait_for_load_state("networkidle", timeout=timeout_s * 1000)
+        if SCRIPT_LOST not in page.inner_text("body"):
+            return
+        print(f"{page.url}: a script was lost on the way ({SCRIPT_LOST}); reloading")
+        page.reload()
+        page.locator(selector).first.wait_for(timeout=timeout_s * 1000)
+
+
 PAGE_TEXT_SHOWN = 6000  # characters of a failed test's page printed, from its top
 
 

@@ -44,7 +44,7 @@ from backend.spark.executors import discover_ui, executors_at
 from backend.supervisor.client import ControlClient, ControlError
 from dashboard.groups_model import COLUMNS
 from tests.conftest import stack_processes
-from tests.dashboard.browser import streamlit_healthy
+from tests.dashboard.browser import reload_if_scripts_lost, streamlit_healthy
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
 from tests.kafka.javaadmin.conftest import StreamsApps
@@ -262,6 +262,7 @@ def _open_until(page, url: str, selector: str, what: str, log: Path | None,
     page.goto(url)
     try:
         page.locator(selector).first.wait_for(timeout=FIRST_RENDER_S * 1000)
+        reload_if_scripts_lost(page, selector, FIRST_RENDER_S)
     except Exception:
         page.screenshot(path=str(shot))
         print(f"{what} did not show {selector} within {FIRST_RENDER_S:.0f} s; the page:\n"
