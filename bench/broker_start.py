@@ -32,12 +32,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, cpu_s, machine, rss_mb, spread
+from common import LoadSampler, cpu_s, machine, rss_mb, spread, variants_table
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewTopic
 
 from backend.broker.embedded import G1_C1, G1_TIERED, EmbeddedBroker
 from backend.kafka.clients import quiet_admin
+from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port
 
 VARIANTS: dict[str, tuple[str, ...]] = {
@@ -56,7 +57,7 @@ def _children_cpu() -> float:
 
 def load(bootstrap: str, records: int) -> None:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = quiet_admin_for(bootstrap)
+    admin = quiet_admin(KafkaSettings(bootstrap=bootstrap))
     admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     value = b"x" * 200
@@ -77,12 +78,6 @@ def load(bootstrap: str, records: int) -> None:
     consumer.close()
     if seen < records:
         raise RuntimeError(f"read back {seen} of {records} records")
-
-
-def quiet_admin_for(bootstrap: str):
-    from backend.kafka.settings import KafkaSettings
-
-    return quiet_admin(KafkaSettings(bootstrap=bootstrap))
 
 
 def one_node(flags: tuple[str, ...], work: Path, records: int) -> dict[str, float]:
@@ -131,20 +126,10 @@ def main() -> int:
         "variants": {name: {step: spread([r[step] for r in rs]) for step in STEPS}
                      for name, rs in runs.items()},
     }
-    names = list(VARIANTS)
-    base = result["variants"][names[0]]
     print(f"\nEmbedded Kafka node by JVM flags, {args.repeats} repeats (median [min-max], "
-          f"ratio to {names[0]}); load {load_before:.2f} before, median "
+          f"ratio to {next(iter(VARIANTS))}); load {load_before:.2f} before, median "
           f"{result['load']['median']} during\n")
-    print("| step | " + " | ".join(names) + " |\n| --- |" + " --- |" * len(names))
-    for step in STEPS:
-        cells = []
-        for name in names:
-            v = result["variants"][name][step]
-            ratio = v["median"] / base[step]["median"] if base[step]["median"] else float("nan")
-            cells.append(f"{v['median']:.2f} [{v['min']:.2f}-{v['max']:.2f}]"
-                         + ("" if name == names[0] else f" {ratio:.2f}x"))
-        print(f"| {step} | " + " | ".join(cells) + " |")
+    print(variants_table(result["variants"], STEPS))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))

@@ -77,6 +77,24 @@ def spread(values: list[float]) -> dict[str, float]:
             "max": round(max(values), 3), "n": len(values)}
 
 
+def variants_table(variants: dict[str, dict[str, dict[str, float]]], steps: tuple[str, ...]
+                   ) -> str:
+    """A markdown table, one row per step, one column per variant: median [min-max], and
+    each variant's ratio to the first (the benchmarks that compare settings side by side)."""
+    names = list(variants)
+    base = variants[names[0]]
+    lines = ["| step | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+    for step in steps:
+        cells = []
+        for name in names:
+            v = variants[name][step]
+            ratio = v["median"] / base[step]["median"] if base[step]["median"] else float("nan")
+            cells.append(f"{v['median']:.2f} [{v['min']:.2f}-{v['max']:.2f}]"
+                         + ("" if name == names[0] else f" {ratio:.2f}x"))
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))

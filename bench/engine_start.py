@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, cpu_s, machine, rss_mb, spread
+from common import LoadSampler, cpu_s, machine, rss_mb, spread, variants_table
 
 from backend.engine import classdata
 from backend.engine.server import SparkConnectServer
@@ -78,7 +78,7 @@ def main() -> int:
     import pyspark.sql.connect.session  # noqa: F401  (the client's import is not timed)
 
     load_before = os.getloadavg()[0]
-    variants: dict[str, Path | None] = {"archive": archive, "no archive": None}
+    variants: dict[str, Path | None] = {"no archive": None, "archive": archive}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     with LoadSampler() as load, tempfile.TemporaryDirectory(prefix="gs-engine-start-") as tmp:
         for rep in range(args.repeats):
@@ -94,15 +94,10 @@ def main() -> int:
         "variants": {name: {step: spread([r[step] for r in rs]) for step in STEPS}
                      for name, rs in runs.items()},
     }
-    with_a, without = result["variants"]["archive"], result["variants"]["no archive"]
-    print(f"\nSpark engine start, {args.repeats} repeats (median [min-max]); load "
-          f"{load_before:.2f} before, median {result['load']['median']} during\n")
-    print("| step | archive | no archive | ratio |\n| --- | --- | --- | --- |")
-    for step in STEPS:
-        a, b = with_a[step], without[step]
-        ratio = a["median"] / b["median"] if b["median"] else float("nan")
-        print(f"| {step} | {a['median']:.2f} [{a['min']:.2f}-{a['max']:.2f}] | "
-              f"{b['median']:.2f} [{b['min']:.2f}-{b['max']:.2f}] | {ratio:.2f}x |")
+    print(f"\nSpark engine start, {args.repeats} repeats (median [min-max], the archive's "
+          f"ratio to none); load {load_before:.2f} before, median {result['load']['median']} "
+          f"during\n")
+    print(variants_table(result["variants"], STEPS))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
