@@ -61,8 +61,9 @@ HEAVY_MARKERS = frozenset(m for marks in FIXTURE_MARKERS.values() for m in marks
 JAVA_MARKERS = frozenset({"broker", "spark", "stack"})
 BROWSER_MARKERS = frozenset({"browser"})
 JAVA_NAMES = frozenset({"java"})
-CHROMIUM_NAMES = frozenset({"chromium", "chromium-browser", "chrome", "google-chrome",
-                            "headless_shell", "chrome-headless-shell"})
+CHROMIUM_NAMES = frozenset({"chromium", "chromium-browser", "chromium-headless-shell",
+                            "chrome", "google-chrome", "headless_shell",
+                            "chrome-headless-shell"})
 UNIT_ONLY_ENV = "GROUPSCOPE_UNIT_ONLY"
 POLL_INTERVAL_S = 0.2
 

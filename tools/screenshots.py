@@ -818,7 +818,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if not Path(CHROMIUM).exists():
-        print(f"screenshots: {CHROMIUM} is missing: apt-get install -y chromium",
+        print(f"screenshots: {CHROMIUM} is missing: apt-get install -y chromium-headless-shell",
               file=sys.stderr)
         return 2
     mark = uuid.uuid4().hex

@@ -18,7 +18,9 @@ from backend.netutil import free_port, wait_until
 from backend.proc import abort_if_exited, spawn, terminate
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
+# Debian's headless shell (the same Blink as its `chromium`, without the browser around it):
+# half the CPU to open a page and 0.55x the memory (bench/README.md, "The browser")
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -75,7 +77,7 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium")
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium-headless-shell")
     profile = tempfile.mkdtemp(prefix="gs-chromium-")
     try:
         with sync_playwright() as pw:
