@@ -18,10 +18,11 @@ broker and Spark as a lane does, so it would share no more.
 
     python -m tests.lanes [pytest options]
 
-The lanes share one Spark engine, started here before them and stopped after them: each
-lane's own cost a third engine start and a tenth of a core at rest for the whole run (its
+The lanes share one Spark engine, started here before them and stopped after them, instead of
+one each: two engine starts fewer and two engines fewer at rest (the saving was not visible in
+the run's per-process CPU, within its noise: bench/README.md, "The test suite's time"). Its
 Connect sessions are each client's own, and the tests that stop or restart an engine start
-their own). Its log is kept in test-artifacts/ when the run fails.
+their own. Its log is kept in test-artifacts/ when the run fails.
 
 The main lane (`-m "not slow and not idle"`) prints as it runs; each other lane's output goes
 to test-artifacts/<name>-lane.log, is printed once the main lane is done and then followed as
@@ -133,22 +134,22 @@ def guides_exercised() -> bool:
 
 
 @contextlib.contextmanager
-def shared_engine() -> Iterator[SparkConnectServer]:
+def shared_engine() -> Iterator[list[int]]:
     """The lanes' Spark engine, launched (not awaited: each lane waits for it when a test
     first needs it) and described to them in SHARED_SPARK_ENV; stopped on the way out, its
-    log copied to the artifacts if the run failed."""
+    log copied to the artifacts unless the run's exit code (appended to the yielded list)
+    says it passed."""
     work = Path(tempfile.mkdtemp(prefix="groupscope-lanes-spark-"))
     engine = SparkConnectServer(work, port=free_port())
     engine.launch()
     assert engine.process is not None
     os.environ[SHARED_SPARK_ENV] = f"{engine.port} {engine.ui_port} {engine.process.pid} {work}"
-    passed = False
+    codes: list[int] = []
     try:
-        yield engine
-        passed = True
+        yield codes
     finally:
         engine.stop(STOP_BUDGET_S)
-        if not passed:
+        if codes != [0]:
             with contextlib.suppress(OSError):
                 shutil.copy(engine.log_file, ARTIFACTS / "lanes-spark-engine.log")
         shutil.rmtree(work, ignore_errors=True)
@@ -160,12 +161,9 @@ def run_lanes(args: list[str]) -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     argv_log().unlink(missing_ok=True)
     os.environ[ARGV_LOG] = str(argv_log())
-    with shared_engine() as engine:
-        code = _run_lanes(args)
-        if code:
-            with contextlib.suppress(OSError):
-                shutil.copy(engine.log_file, ARTIFACTS / "lanes-spark-engine.log")
-        return code
+    with shared_engine() as codes:
+        codes.append(_run_lanes(args))
+        return codes[0]
 
 
 def _run_lanes(args: list[str]) -> int:
