@@ -33,9 +33,12 @@ def told_or_unseen(episode: Episode, cause: str) -> bool:
     machine at load 40), never the other cause."""
     if episode.cause == cause:
         return True
-    (why,) = episode.causes
-    unseen = re.search(r"went unseen for ([0-9.]+) s", why.evidence)
-    assert episode.cause == DEPARTED and unseen and float(unseen.group(1)) >= 1.5, episode
+    told = "; ".join(f"{c.kind} (dead {c.dead_ms} ms): {c.evidence}" for c in episode.causes)
+    said = f"expected {cause} or an unseen departure, the memory said {told} " \
+           f"(episode {episode.start_ms}..{episode.end_ms}, seen as {episode.seen_as})"
+    assert episode.cause == DEPARTED and len(episode.causes) == 1, said
+    unseen = re.search(r"went unseen for ([0-9.]+) s", episode.causes[0].evidence)
+    assert unseen and float(unseen.group(1)) >= 1.5, said
     return False
 
 
