@@ -58,10 +58,6 @@ class _Episode:
     listed_ms: int
     progress_before: dict[Slot, int]  # slot -> last commit progress before it started
     moved_before: dict[Slot, int]  # slot -> last real commit move before it started
-    # the move before that one, and the settled frame before `before`: what a departure is
-    # judged on when `before` itself may be a torn read (see `_departure`)
-    moved_earlier: dict[Slot, int]
-    before_earlier: Frame | None
     end_ms: int | None = None
     after: Frame | None = None
     names: dict[str, Member] = field(default_factory=dict)  # every member seen in it
@@ -121,12 +117,10 @@ class EpisodeTracker:
         self._finishing: list[_Episode] = []
         self._open: _Episode | None = None
         self._settled: Frame | None = None
-        self._settled_earlier: Frame | None = None  # the settled frame before `_settled`
         self._prev: Frame | None = None
         self._prev_ms: int | None = None  # the last frame's time, or a later `touch`'s
         self._progress_ms: dict[Slot, int] = {}  # slot -> last progress (first sight counts)
         self._moved_ms: dict[Slot, int] = {}  # slot -> last time its commit really moved
-        self._moved_earlier_ms: dict[Slot, int] = {}  # slot -> the move before that
         # the last frame's members, and since when each has been listed: an action on a
         # replica older than its member id is a former incarnation's
         self._names: Mapping[str, Member] = {}
@@ -190,14 +184,12 @@ class EpisodeTracker:
                 changed.append(ep)
         for p in moved:  # only now: an episode this frame began compares with before it
             self._progress_ms[p] = f.taken_ms
-            if p in self._moved_ms:
-                self._moved_earlier_ms[p] = self._moved_ms[p]
             self._moved_ms[p] = f.taken_ms
         if f.members.keys() != self._names.keys():  # likewise: the members it replaced
             self._first_seen = {m: self._first_seen.get(m, f.taken_ms) for m in f.members}
         self._names = f.members
         if f.settled and self._open is None:
-            self._settled_earlier, self._settled = self._settled, f
+            self._settled = f
         self._prev, self._prev_ms = f, f.taken_ms
         out = [self._episode(ep) for ep in dict.fromkeys(changed)]
         self._retire()
@@ -235,9 +227,7 @@ class EpisodeTracker:
         ep = _Episode(start_ms=start_ms, before=self._settled, seen_as=seen_as,
                       listed_ms=max(self._settled.taken_ms, self._prev_ms or 0),
                       progress_before=dict(self._progress_ms),
-                      moved_before=dict(self._moved_ms),
-                      moved_earlier=dict(self._moved_earlier_ms),
-                      before_earlier=self._settled_earlier, lag_peak=self._settled.lag)
+                      moved_before=dict(self._moved_ms), lag_peak=self._settled.lag)
         ep.names.update(self._settled.members)
         ep.names.update(f.members)
         ep.first_seen.update(self._first_seen)
@@ -318,30 +308,13 @@ class EpisodeTracker:
         self._finishing.append(ep)
 
     def _departure(self, ep: _Episode, m: Member) -> Departure:
-        """A departed member's evidence, from the last settled frame that listed it.
-
-        That frame's description and committed offsets are two answers read side by side.
-        When its partitions had stood still for longer than the resolution and moved in
-        that very frame, the move is its successor's commit read beside a description from
-        before the rebalance (a torn read, seen on a loaded machine, which made a killed
-        member look as if it left): the frame before it is judged instead. A member that
-        commits as it goes moved in the frames before too, and its last commit counts."""
         before = ep.before
         mine = [s for s, owner in before.assignment.items() if owner == m.member_id]
         mine += [s for s, owners in before.shared.items() if m.member_id in owners]
+        waiting = any(s in before.behind for s in mine)
+        moves = [ep.moved_before[s] for s in mine if s in ep.moved_before]
         cadence = median(self._cadence) if self._cadence else 0
         resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence)
-
-        def torn(s: Slot) -> bool:
-            earlier = ep.moved_earlier.get(s)
-            return ep.moved_before.get(s) == before.taken_ms and (
-                earlier is None or before.taken_ms - earlier > resolution)
-
-        suspect = {s for s in mine if torn(s)}
-        judged = ep.before_earlier if suspect and ep.before_earlier is not None else before
-        waiting = any(s in judged.behind for s in mine)
-        moves = [t for s in mine if (t := (ep.moved_earlier if s in suspect
-                                           else ep.moved_before).get(s)) is not None]
         noticed = max(ep.start_ms, ep.last_seen.get(m.member_id, ep.start_ms))
         listed = max(ep.listed_ms, ep.last_seen.get(m.member_id, ep.listed_ms))
         return Departure(m, len(mine), waiting, max(moves) if moves else None, noticed,

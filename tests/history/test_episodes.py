@@ -180,27 +180,6 @@ def test_an_expiry_seen_through_unchanged_looks_is_still_an_expiry():
     assert ep.cause == EXPIRED and "stayed listed" in why.evidence, ep.causes
 
 
-def test_a_killed_members_successor_read_beside_the_old_description_is_no_sign_of_life():
-    """A torn read: the look at 9 s got the description from before the expiry's rebalance
-    (b still owning 1 and 3) and the committed offsets from after it (a already committing
-    them). b's partitions had stood still since 2.5 s; that last-moment move is a's, and b
-    expired, not left."""
-    g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
-    g.spread("id-a", "id-b")
-    run(g, 0, 3)
-    g.dead.add("id-b")
-    run(g, 3, 9)
-    for p in (1, 3):
-        g.committed[p] = g.ends[p] + g.rate // 2  # a's commits, read with the old owners
-    g.tick(9_000)
-    del g.members["id-b"]
-    g.spread("id-a")
-    run(g, 9.5, 12)
-    (ep,) = g.final()
-    (why,) = ep.causes
-    assert ep.cause == EXPIRED and why.dead_ms == 6_500, ep.causes
-
-
 def test_without_records_waiting_a_departure_is_not_called_left_or_expired():
     g = Group(members={"id-a": "a", "id-b": "b"}, rate=0)
     g.spread("id-a", "id-b")
