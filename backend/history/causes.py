@@ -46,7 +46,8 @@ class Departure:
     partitions, None when none was ever seen. `noticed_ms`: when the group was first seen
     without it or rebalancing. `resolution_ms`: how long a pause must be to be told from the
     observer's own poll and the group's commit cadence. `listed_ms`: the last time the group
-    was seen listing it (None: until it was noticed gone)."""
+    was seen listing it (None: until it was noticed gone). `progress_after_ms`: the look
+    before the one that saw that newest progress (the commit came after it)."""
 
     member: Member
     owned: int  # partitions it owned in the last settled description
@@ -55,6 +56,7 @@ class Departure:
     noticed_ms: int
     resolution_ms: int
     listed_ms: int | None = None
+    progress_after_ms: int | None = None
 
     @property
     def dead_ms(self) -> int | None:
@@ -70,6 +72,16 @@ class Departure:
             return None
         listed = self.noticed_ms if self.listed_ms is None else self.listed_ms
         return max(0, listed - self.last_progress_ms)
+
+    @property
+    def dead_at_most_ms(self) -> int | None:
+        """The longest it can have been silent before it was gone: from the look before its
+        last commit was seen, plus a resolution for the time a look's answers take."""
+        if self.last_progress_ms is None:
+            return None
+        after = self.last_progress_ms if self.progress_after_ms is None \
+            else self.progress_after_ms
+        return max(0, self.noticed_ms - after) + self.resolution_ms
 
     @property
     def unseen_ms(self) -> int:
@@ -133,7 +145,15 @@ def departures(ev: Evidence) -> list[Cause]:
     out = []
     for d in ev.departed:
         m, dead = d.member, d.dead_ms
-        if dead is not None and dead <= d.resolution_ms < MIN_SESSION_MS:
+        at_most = d.dead_at_most_ms
+        if dead is not None and at_most is not None and at_most < MIN_SESSION_MS:
+            # a session expires no sooner than the broker's minimum after the last sign of
+            # life, and a commit is one: gone sooner, the member left (a starved member that
+            # stalled, committed once more and closed, among others)
+            out.append(_cause(LEFT, f"{_who(m)} committed until {_s(dead)} before it was gone, "
+                              f"sooner than any session expires ({_s(MIN_SESSION_MS)}): it "
+                              f"left the group", m, dead_ms=dead))
+        elif dead is not None and dead <= d.resolution_ms < MIN_SESSION_MS:
             out.append(_cause(LEFT, f"{_who(m)} committed until {_s(dead)} before it was gone: "
                               f"it left the group", m, dead_ms=dead))
         elif dead is not None and dead <= d.resolution_ms:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from backend.contracts.history import Action, Episode, Impact, Moved
-from backend.history.causes import Departure, Evidence, causes
+from backend.history.causes import MIN_SESSION_MS, Departure, Evidence, causes
 from backend.history.frames import Frame, Member, Slot
 
 # the supervisor's action on a replica is its cause if made this long before the episode
@@ -44,6 +44,20 @@ MIN_RESOLUTION_MS = 1000
 CADENCE_SAMPLES = 32
 USED_ACTIONS_KEPT = 256  # actions remembered as taken by an episode, per group
 
+
+
+@dataclass(frozen=True)
+class _Move:
+    """A commit seen moved: by the look at `seen_ms`, after the look at `after_ms` (it
+    happened in between)."""
+
+    seen_ms: int
+    after_ms: int
+
+
+# a slot's last commit move and the one before it
+_Moves = tuple[_Move, _Move | None]
+
 DEPARTURE_ACTIONS = frozenset({"kill", "stop", "scale-down", "crash", "restart"})
 JOIN_ACTIONS = frozenset({"start", "scale-up", "restart"})
 
@@ -57,7 +71,8 @@ class _Episode:
     # is older when identical frames since were only touched
     listed_ms: int
     progress_before: dict[Slot, int]  # slot -> last commit progress before it started
-    moved_before: dict[Slot, int]  # slot -> last real commit move before it started
+    moved_before: dict[Slot, _Moves]  # slot -> its last real commit moves before it started
+    before_earlier: Frame | None  # the settled frame before `before` (see `_departure`)
     end_ms: int | None = None
     after: Frame | None = None
     names: dict[str, Member] = field(default_factory=dict)  # every member seen in it
@@ -117,10 +132,11 @@ class EpisodeTracker:
         self._finishing: list[_Episode] = []
         self._open: _Episode | None = None
         self._settled: Frame | None = None
+        self._settled_earlier: Frame | None = None  # the settled frame before `_settled`
         self._prev: Frame | None = None
         self._prev_ms: int | None = None  # the last frame's time, or a later `touch`'s
         self._progress_ms: dict[Slot, int] = {}  # slot -> last progress (first sight counts)
-        self._moved_ms: dict[Slot, int] = {}  # slot -> last time its commit really moved
+        self._moves: dict[Slot, _Moves] = {}  # slot -> its last two real commit moves
         # the last frame's members, and since when each has been listed: an action on a
         # replica older than its member id is a former incarnation's
         self._names: Mapping[str, Member] = {}
@@ -184,12 +200,14 @@ class EpisodeTracker:
                 changed.append(ep)
         for p in moved:  # only now: an episode this frame began compares with before it
             self._progress_ms[p] = f.taken_ms
-            self._moved_ms[p] = f.taken_ms
+            last = self._moves.get(p)
+            self._moves[p] = (_Move(f.taken_ms, self._prev_ms or f.taken_ms),
+                              last[0] if last else None)
         if f.members.keys() != self._names.keys():  # likewise: the members it replaced
             self._first_seen = {m: self._first_seen.get(m, f.taken_ms) for m in f.members}
         self._names = f.members
         if f.settled and self._open is None:
-            self._settled = f
+            self._settled_earlier, self._settled = self._settled, f
         self._prev, self._prev_ms = f, f.taken_ms
         out = [self._episode(ep) for ep in dict.fromkeys(changed)]
         self._retire()
@@ -227,7 +245,8 @@ class EpisodeTracker:
         ep = _Episode(start_ms=start_ms, before=self._settled, seen_as=seen_as,
                       listed_ms=max(self._settled.taken_ms, self._prev_ms or 0),
                       progress_before=dict(self._progress_ms),
-                      moved_before=dict(self._moved_ms), lag_peak=self._settled.lag)
+                      moved_before=dict(self._moves), before_earlier=self._settled_earlier,
+                      lag_peak=self._settled.lag)
         ep.names.update(self._settled.members)
         ep.names.update(f.members)
         ep.first_seen.update(self._first_seen)
@@ -308,17 +327,37 @@ class EpisodeTracker:
         self._finishing.append(ep)
 
     def _departure(self, ep: _Episode, m: Member) -> Departure:
+        """A departed member's evidence, from the last settled frame that listed it.
+
+        That frame's description and committed offsets are two answers read side by side.
+        When a partition of the member's had stood still for half a session or more and
+        moved only in that frame, the move is its successor's commit read beside a
+        description from before the rebalance (a torn read, met on a loaded machine: a
+        killed member looked as if it had left), and that partition is judged on the frame
+        before. A member that commits as it goes moved in the frames before too."""
         before = ep.before
         mine = [s for s, owner in before.assignment.items() if owner == m.member_id]
         mine += [s for s, owners in before.shared.items() if m.member_id in owners]
-        waiting = any(s in before.behind for s in mine)
-        moves = [ep.moved_before[s] for s in mine if s in ep.moved_before]
         cadence = median(self._cadence) if self._cadence else 0
         resolution = max(MIN_RESOLUTION_MS, 2 * (self._interval_ms or 0), 2 * cadence)
+        stood_still = max(resolution, MIN_SESSION_MS // 2)
+        moves: list[_Move] = []
+        torn = False
+        for s in mine:
+            last, earlier = ep.moved_before.get(s, (None, None))
+            if last is not None and last.seen_ms == before.taken_ms and (
+                    earlier is None or last.seen_ms - earlier.seen_ms >= stood_still):
+                torn, last = True, earlier
+            if last is not None:
+                moves.append(last)
+        judged = ep.before_earlier if torn and ep.before_earlier is not None else before
+        waiting = any(s in judged.behind for s in mine)
+        newest = max(moves, key=lambda mv: mv.seen_ms) if moves else None
         noticed = max(ep.start_ms, ep.last_seen.get(m.member_id, ep.start_ms))
         listed = max(ep.listed_ms, ep.last_seen.get(m.member_id, ep.listed_ms))
-        return Departure(m, len(mine), waiting, max(moves) if moves else None, noticed,
-                         int(resolution), listed_ms=min(listed, noticed))
+        return Departure(m, len(mine), waiting, newest.seen_ms if newest else None, noticed,
+                         int(resolution), listed_ms=min(listed, noticed),
+                         progress_after_ms=newest.after_ms if newest else None)
 
     def _growth_for(self, ep: _Episode) -> tuple[tuple[str, int, int], ...]:
         topics = ep.before.owned_topics() | (ep.after.owned_topics() if ep.after else set())
@@ -417,9 +456,9 @@ class EpisodeTracker:
                 self._progress_ms.setdefault(s, f.taken_ms)
             elif off != was:
                 moved.add(s)
-                last = self._moved_ms.get(s)
+                last = self._moves.get(s)
                 if last is not None:
-                    self._cadence.append(f.taken_ms - last)
+                    self._cadence.append(f.taken_ms - last[0].seen_ms)
                 if off < was:
                     back += was - off
         if back:

@@ -138,37 +138,13 @@ def test_a_member_that_left_cleanly_is_left_and_was_never_dead():
 
 
 def test_a_clean_leave_noticed_after_a_starved_poll_is_not_called_an_expiry():
-    """Records waiting, the member gone between a frame at 4.5 s and the next at 8 s (the
-    poller starved for 3.5 s): it was never seen listed without committing, so nothing says
-    it expired; nor can its leave be told from an expiry inside that wait."""
+    """Records waiting, the member gone between a frame at 4.5 s and the next at 9 s (the
+    poller starved for 4.5 s): it was never seen listed without committing, so nothing says
+    it expired; and silent for up to 5 s, it may have outlived a 6 s session by a look's
+    time: its leave cannot be told from an expiry inside that wait."""
     g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
     g.spread("id-a", "id-b")
     run(g, 0, 5)
-    g.state, g.owners = "PreparingRebalance", {}
-    del g.members["id-b"]
-    g.tick(8_000)
-    g.state = "Stable"
-    g.spread("id-a")
-    run(g, 8.5, 11)
-    (ep,) = g.final()
-    (why,) = ep.causes
-    assert ep.cause == DEPARTED and why.dead_ms == 3_500, ep.causes
-    assert "went unseen for 3.5 s" in why.evidence
-
-
-def test_an_expiry_seen_through_unchanged_looks_is_still_an_expiry():
-    """The producer stopped and the killed member's commits with it: every look until the
-    expiry matched the last frame, so the observer only touched the tracker. Those looks
-    listed the member as surely as full frames would have; the 6 s are not "unseen"."""
-    g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
-    g.spread("id-a", "id-b")
-    run(g, 0, 3)
-    g.dead.add("id-b")
-    g.rate = 0
-    g.tick(3_000)
-    for t in range(3_500, 9_000, 500):
-        assert g.tracker.idle
-        g.tracker.touch(t)
     g.state, g.owners = "PreparingRebalance", {}
     del g.members["id-b"]
     g.tick(9_000)
@@ -177,7 +153,50 @@ def test_an_expiry_seen_through_unchanged_looks_is_still_an_expiry():
     run(g, 9.5, 12)
     (ep,) = g.final()
     (why,) = ep.causes
-    assert ep.cause == EXPIRED and "stayed listed" in why.evidence, ep.causes
+    assert ep.cause == DEPARTED and why.dead_ms == 4_500, ep.causes
+    assert "went unseen for 4.5 s" in why.evidence
+
+
+def test_a_member_gone_sooner_than_any_session_after_its_last_commit_left():
+    """A starved member: its commits stop at 2.5 s (a stall longer than the resolution, with
+    records waiting, listed all along), and it is gone at 5.5 s. No session expires within
+    3.5 s of a sign of life, so it left; before, this was told an expiry."""
+    g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
+    g.spread("id-a", "id-b")
+    run(g, 0, 3)
+    g.dead.add("id-b")
+    run(g, 3, 5.5)
+    g.state, g.owners = "PreparingRebalance", {}
+    del g.members["id-b"]
+    run(g, 5.5, 6)
+    g.state = "Stable"
+    g.spread("id-a")
+    run(g, 6, 8)
+    (ep,) = g.final()
+    (why,) = ep.causes
+    assert ep.cause == LEFT and why.dead_ms == 3_000, ep.causes
+    assert "sooner than any session expires" in why.evidence
+
+
+def test_a_killed_members_successor_read_beside_the_old_description_is_no_sign_of_life():
+    """A torn read: the look at 9 s got the description from before the expiry's rebalance
+    (b still owning 1 and 3) and the committed offsets from after it (a already committing
+    them). b's partitions had stood still since 2.5 s; that last-moment move is a's, and b
+    expired, not left."""
+    g = Group(members={"id-a": "a", "id-b": "b"}, behind=2)
+    g.spread("id-a", "id-b")
+    run(g, 0, 3)
+    g.dead.add("id-b")
+    run(g, 3, 9)
+    for p in (1, 3):
+        g.committed[p] = g.ends[p] + g.rate // 2  # a's commits, read with the old owners
+    g.tick(9_000)
+    del g.members["id-b"]
+    g.spread("id-a")
+    run(g, 9.5, 12)
+    (ep,) = g.final()
+    (why,) = ep.causes
+    assert ep.cause == EXPIRED and why.dead_ms == 6_500, ep.causes
 
 
 def test_without_records_waiting_a_departure_is_not_called_left_or_expired():
