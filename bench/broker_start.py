@@ -20,7 +20,6 @@ Usage: python bench/broker_start.py [--repeats 3] [--records 100000] [--json PAT
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -28,11 +27,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, cpu_s, machine, rss_mb, spread, variants_table
+from common import LoadSampler, cpu_s, report_variants, rss_mb
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import NewTopic
 
@@ -120,19 +118,8 @@ def main() -> int:
                       f"{run['start_cpu_s']:.1f} s, load {run['load_s']:.1f} s, rest "
                       f"{run['rest_cpu_pct']:.1f} %", file=sys.stderr, flush=True)
 
-    result: dict[str, Any] = {
-        "machine": machine(), "load_before": round(load_before, 2),
-        "load": sampled.summary(), "records": args.records,
-        "variants": {name: {step: spread([r[step] for r in rs]) for step in STEPS}
-                     for name, rs in runs.items()},
-    }
-    print(f"\nEmbedded Kafka node by JVM flags, {args.repeats} repeats (median [min-max], "
-          f"ratio to {next(iter(VARIANTS))}); load {load_before:.2f} before, median "
-          f"{result['load']['median']} during\n")
-    print(variants_table(result["variants"], STEPS))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    report_variants(f"Embedded Kafka node by JVM flags, {args.repeats} repeats", runs, STEPS,
+                    load_before, sampled, args.json, records=args.records)
     return 0
 
 

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, Stack, machine, spawn, spread, stop, variants_table
+from common import LoadSampler, Stack, report_variants, spawn, stop
 
 from backend.netutil import free_port, wait_until
 from tests.dashboard.browser import CHROMIUM_ARGS, streamlit_healthy
@@ -143,19 +141,8 @@ def main() -> int:
         finally:
             stop(watch)
 
-    result: dict[str, Any] = {
-        "machine": machine(), "load_before": round(load_before, 2), "load": sampled.summary(),
-        "live_s": args.live,
-        "variants": {name: {step: spread([r[step] for r in rs]) for step in STEPS}
-                     for name, rs in runs.items()},
-    }
-    print(f"\nChromium builds on watch's Groups page, {args.repeats} repeats (median "
-          f"[min-max], ratio to the full browser); load {load_before:.2f} before, median "
-          f"{result['load']['median']} during\n")
-    print(variants_table(result["variants"], STEPS))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    report_variants(f"Chromium builds on watch's Groups page, {args.repeats} repeats", runs, STEPS,
+                    load_before, sampled, args.json, live_s=args.live)
     return 0
 
 

@@ -8,6 +8,7 @@ Timings on a shared 2-core machine are noisy, so the load average is sampled dur
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -93,6 +94,26 @@ def variants_table(variants: dict[str, dict[str, dict[str, float]]], steps: tupl
                          + ("" if name == names[0] else f" {ratio:.2f}x"))
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def report_variants(title: str, runs: dict[str, list[dict[str, float]]], steps: tuple[str, ...],
+                    load_before: float, load: LoadSampler, json_path: Path | None,
+                    **facts: Any) -> dict[str, Any]:
+    """The end of a settings benchmark: each variant's runs summed up per step (`spread`),
+    the table printed under `title` with the load, and the whole written to `json_path`."""
+    result: dict[str, Any] = {
+        "machine": machine(), "load_before": round(load_before, 2), "load": load.summary(),
+        **facts,
+        "variants": {name: {step: spread([r[step] for r in rs]) for step in steps}
+                     for name, rs in runs.items()},
+    }
+    print(f"\n{title} (median [min-max], ratio to {next(iter(runs))}); load "
+          f"{load_before:.2f} before, median {result['load']['median']} during\n")
+    print(variants_table(result["variants"], steps))
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2))
+    return result
 
 
 def percentile(values: list[float], q: float) -> float:

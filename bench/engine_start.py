@@ -20,17 +20,15 @@ Usage: python bench/engine_start.py [--repeats 3] [--json PATH]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import LoadSampler, cpu_s, machine, rss_mb, spread, variants_table
+from common import LoadSampler, cpu_s, report_variants, rss_mb
 
 from backend.engine import classdata
 from backend.engine.server import SparkConnectServer
@@ -88,19 +86,9 @@ def main() -> int:
                 print(f"repeat {rep + 1} {name:>10}: ready {run['ready_s']:.1f} s "
                       f"(listen {run['listen_s']:.1f} s)", file=sys.stderr, flush=True)
 
-    result: dict[str, Any] = {
-        "machine": machine(), "load_before": round(load_before, 2), "load": load.summary(),
-        "archive_mb": round(archive.stat().st_size / 2**20),
-        "variants": {name: {step: spread([r[step] for r in rs]) for step in STEPS}
-                     for name, rs in runs.items()},
-    }
-    print(f"\nSpark engine start, {args.repeats} repeats (median [min-max], the archive's "
-          f"ratio to none); load {load_before:.2f} before, median {result['load']['median']} "
-          f"during\n")
-    print(variants_table(result["variants"], STEPS))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    report_variants(f"Spark engine start, {args.repeats} repeats", runs, STEPS,
+                    load_before, load, args.json,
+                    archive_mb=round(archive.stat().st_size / 2**20))
     return 0
 
 
