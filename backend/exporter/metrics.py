@@ -60,92 +60,95 @@ TOPIC_PARTITION = ("cluster", "topic", "partition")
 _HEALTH_DOC = "; ".join(f"{h} = {HEALTH_MEANING[h]}" for h in HEALTH_WORST_FIRST)
 _CAUSES_DOC = ", ".join(CAUSES)
 
-# Every family the exporter may show, by name (after PREFIX): its labels and help, in one
-# list apart from the code that fills the families at each scrape, so that what /metrics
-# offers reads in one place. A family's type is named where it is filled (`_family`), since
-# how it is filled depends on it.
-FAMILIES: dict[str, tuple[tuple[str, ...], str]] = {
+GAUGE, COUNTER, STATE_SET, INFO = (GaugeMetricFamily, CounterMetricFamily,
+                                   StateSetMetricFamily, InfoMetricFamily)
+
+# Every family the exporter may show, by name (after PREFIX): its type, labels and help, in
+# one list apart from the code that fills the families at each scrape, so that what /metrics
+# offers reads in one place (and `describe` tells prometheus_client, for `name[]` scrapes).
+FAMILIES: dict[str, tuple[type[Metric], tuple[str, ...], str]] = {
     # per group
-    "group_lag_messages": (GROUP_TOPIC,
+    "group_lag_messages": (GAUGE, GROUP_TOPIC,
         "Messages the group has not consumed yet on a topic: the sum over its partitions "
         "of log end offset minus committed offset (from the log start when nothing is "
         "committed); a share group's partition counts the lag its broker reports (records "
         "not yet acknowledged) when it reports one, else from its share-partition start "
         "offset."),
-    "group_max_lag_seconds": (GROUP_TOPIC,
+    "group_max_lag_seconds": (GAUGE, GROUP_TOPIC,
         "Age of the oldest record the group has not consumed yet on a topic, from the "
         "broker's record timestamps; absent until it has been read."),
-    "group_members": (GROUP, "Members of the group (consumers that joined it)."),
-    "group_health": (GROUP, f"The group's health, its worst partition's: {_HEALTH_DOC}."),
-    "group_state": (GROUP,
+    "group_members": (GAUGE, GROUP, "Members of the group (consumers that joined it)."),
+    "group_health": (STATE_SET, GROUP,
+        f"The group's health, its worst partition's: {_HEALTH_DOC}."),
+    "group_state": (STATE_SET, GROUP,
         "The group's state as Kafka names it (Stable, Empty, PreparingRebalance, ...)."),
-    "group": (GROUP, "The group's type (classic, consumer, share or streams) and assignor."),
-    "group_rebalances": (GROUP_CAUSE,
+    "group": (INFO, GROUP, "The group's type (classic, consumer, share or streams) and assignor."),
+    "group_rebalances": (COUNTER, GROUP_CAUSE,
         "Rebalances of the group, one per episode (entering a rebalancing state, or a "
         "change of members, assignment or epoch between two descriptions), counted when it "
         f"ended, by its main cause: {_CAUSES_DOC}. Continues from the memory across "
         "restarts."),
-    "group_membership_changes": (GROUP_CHANGE,
+    "group_membership_changes": (COUNTER, GROUP_CHANGE,
         "Members that came or went in the group's rebalances, by change: joined, left (it "
         "left the group itself), expired (its commits stopped with records waiting and the "
         "group noticed one session later), departed (left or expired, nothing told which), "
         "rejoined (a static member back within its session). Continues across restarts."),
-    "group_rebalancing": (GROUP,
+    "group_rebalancing": (GAUGE, GROUP,
         "1 while the group is rebalancing (a rebalance began and has not ended), else 0."),
-    "group_unowned_partition_seconds": (GROUP,
+    "group_unowned_partition_seconds": (COUNTER, GROUP,
         "Partition-seconds the group's partitions spent without an owner during its "
         "rebalances: a rebalance leaving 6 partitions unowned for 2 s adds 12. Continues "
         "across restarts."),
-    "group_generation": (GROUP,
+    "group_generation": (GAUGE, GROUP,
         "The group's generation (classic protocol) or group epoch (consumer protocol), "
         "when the broker lets us read it."),
-    "group_lag_rate_messages_per_second": (GROUP,
+    "group_lag_rate_messages_per_second": (GAUGE, GROUP,
         "How fast the group's total lag changes, msg/s, the slope over about the last "
         "minute: above 0 it falls behind, below 0 it catches up."),
-    "group_catch_up_seconds": (GROUP,
+    "group_catch_up_seconds": (GAUGE, GROUP,
         "Seconds until the group's lag reaches zero at the current rate; 0 with no lag, "
         "absent when the lag is not shrinking."),
     # per partition (opt-in)
-    "partition_committed_offset": (GROUP_PARTITION,
+    "partition_committed_offset": (GAUGE, GROUP_PARTITION,
         "The group's committed offset on a partition; absent when it has committed none."),
-    "partition_lag_messages": (GROUP_PARTITION,
+    "partition_lag_messages": (GAUGE, GROUP_PARTITION,
         "Messages the group has not consumed yet on a partition (a share group's: the "
         "lag its broker reports, when it reports one)."),
-    "partition_lag_seconds": (GROUP_PARTITION,
+    "partition_lag_seconds": (GAUGE, GROUP_PARTITION,
         "Age of the oldest record the group has not consumed yet on a partition; absent "
         "until it has been read."),
-    "partition_end_offset": (TOPIC_PARTITION,
+    "partition_end_offset": (GAUGE, TOPIC_PARTITION,
         "A partition's log end offset (the next offset to be written), for every "
         "partition an exported group reads."),
     # the exporter's own
-    "exporter_cluster_up": (CLUSTER,
+    "exporter_cluster_up": (GAUGE, CLUSTER,
         "1 when the last cycle could list the cluster's groups, 0 when it could not (or "
         "before the first cycle)."),
-    "exporter_groups_listed": (CLUSTER, "Groups the last listing of the cluster returned."),
-    "exporter_groups_described": (CLUSTER,
+    "exporter_groups_listed": (GAUGE, CLUSTER, "Groups the last listing of the cluster returned."),
+    "exporter_groups_described": (GAUGE, CLUSTER,
         "Groups whose description and offsets have been read at least once."),
-    "exporter_collection_errors": (CLUSTER,
+    "exporter_collection_errors": (COUNTER, CLUSTER,
         "Collection errors since the exporter started: failed listings, failed batches "
         "and groups that could not be described."),
-    "exporter_dropped_groups": (CLUSTER,
+    "exporter_dropped_groups": (COUNTER, CLUSTER,
         "Groups left out of scrapes by the --max-groups cap, summed over scrapes; "
         "rising means some groups have no series: raise the cap."),
-    "exporter_cycle_duration_seconds": (CLUSTER,
+    "exporter_cycle_duration_seconds": (GAUGE, CLUSTER,
         "How long the last complete refresh cycle of every group took."),
-    "exporter_cycle_requests": (CLUSTER,
+    "exporter_cycle_requests": (GAUGE, CLUSTER,
         "Admin API requests the last complete cycle issued (list, describe batches, offset "
         "fetches, log offsets, metadata)."),
-    "exporter_last_success_timestamp_seconds": (CLUSTER,
+    "exporter_last_success_timestamp_seconds": (GAUGE, CLUSTER,
         "Unix time the last complete cycle (the listing worked, every batch was tried) "
         "ended; alert on time() minus this."),
     # brokers
-    "broker_up": (BROKER,
+    "broker_up": (GAUGE, BROKER,
         "1 when the broker is in the cluster's metadata, 0 when partitions still name it "
         "as a replica but it is not (down). From metadata cached up to 30 s."),
-    "broker_leader_partitions": (BROKER, "Partitions (every topic) the broker leads."),
-    "under_replicated_partitions": (CLUSTER,
+    "broker_leader_partitions": (GAUGE, BROKER, "Partitions (every topic) the broker leads."),
+    "under_replicated_partitions": (GAUGE, CLUSTER,
         "Partitions (every topic) whose in-sync replicas are fewer than their replicas."),
-    "offline_partitions": (CLUSTER, "Partitions (every topic) without a leader."),
+    "offline_partitions": (GAUGE, CLUSTER, "Partitions (every topic) without a leader."),
 }
 
 F = TypeVar("F", GaugeMetricFamily, CounterMetricFamily, StateSetMetricFamily,
@@ -155,7 +158,8 @@ F = TypeVar("F", GaugeMetricFamily, CounterMetricFamily, StateSetMetricFamily,
 def _family(kind: type[F], name: str) -> F:
     """The family `name` of FAMILIES, empty, for one scrape (a collector builds its families
     afresh at each scrape, see the module's docstring)."""
-    labels, doc = FAMILIES[name]
+    listed, labels, doc = FAMILIES[name]
+    assert listed is kind, f"{name} is a {listed.__name__} in FAMILIES"
     return kind(f"{PREFIX}{name}", doc, labels=labels)
 
 
@@ -205,23 +209,47 @@ class OverviewCollector(Collector):
         self._dropped_lock = threading.Lock()
         self._dropped_total = 0
 
+    def describe(self) -> Iterator[Metric]:
+        """Every family this collector may fill, empty: prometheus_client's registry maps
+        the names of a `name[]` scrape to collectors with it (else it calls `collect`
+        once, at registration, when no overview exists yet)."""
+        for name, (kind, labels, doc) in FAMILIES.items():
+            if self.per_partition or not name.startswith("partition_"):
+                yield kind(f"{PREFIX}{name}", doc, labels=labels)
+
     def observe(self, overview: Overview) -> None:
         """A watcher listener: count this cycle's errors."""
         self.errors.observe(overview)
 
     def collect(self) -> Iterator[Metric]:
+        """Every family from the newest overview (what `name[]` scrapes and tests read; a
+        full scrape serves the per-group part rendered once per cycle, see exposition.py)."""
         overview = self.latest()
-        if overview is not None:
-            self.observe(overview)
+        families, dropped = self.per_group(overview)
+        yield from families
+        yield from self.own(overview, dropped)
+
+    def per_group(self, overview: Overview | None) -> tuple[list[Metric], int]:
+        """The families with a series per group (per partition too, when asked), and how
+        many groups the `max_groups` cap left out of them."""
         cluster = overview.cluster if overview is not None else (self.cluster or "")
         rows = [r for r in overview.rows if not r.pending] if overview is not None else []
         kept, dropped = rows[:self.max_groups], len(rows) - min(len(rows), self.max_groups)
+        families = list(self._group_families(cluster, kept))
+        if self.per_partition:
+            families.extend(self._partition_families(cluster, kept))
+        return families, dropped
+
+    def own(self, overview: Overview | None, dropped: int) -> Iterator[Metric]:
+        """The exporter's own families and the brokers', from `overview` (the newest), with
+        `dropped` (the served groups' cap) added to the dropped-groups count: a few series,
+        built afresh at every scrape."""
+        if overview is not None:
+            self.observe(overview)
+        cluster = overview.cluster if overview is not None else (self.cluster or "")
         with self._dropped_lock:
             self._dropped_total += dropped
             dropped_total = self._dropped_total
-        yield from self._group_families(cluster, kept)
-        if self.per_partition:
-            yield from self._partition_families(cluster, kept)
         yield from self._own_families(cluster, overview, dropped_total)
         if overview is not None and overview.brokers:
             yield from self._broker_families(cluster, overview)

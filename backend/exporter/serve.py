@@ -30,6 +30,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from backend.alerts import AlertService, load_alerts
 from backend.cli_common import UserError
 from backend.exporter.access import MetricsAccess, load_access
+from backend.exporter.exposition import CycleExposition
 from backend.exporter.health import HEALTH_PATH, health
 from backend.exporter.metrics import OverviewCollector
 from backend.exporter.options import DEFAULT_ADDRESS, DEFAULT_INTERVAL_S, DEFAULT_MAX_GROUPS
@@ -118,11 +119,14 @@ def always_on(settings: KafkaSettings | Callable[[], KafkaSettings], *,
                                       counters=memory.counters)
         url = None
         if metrics_port is not None:
+            exposition = CycleExposition(collector)
+            undo.callback(exposition.close)
             server = _serve_metrics(
-                collector, metrics_address, metrics_port, access,
+                exposition, metrics_address, metrics_port, access,
                 lambda: health(watcher.latest(), int(time.time() * 1000), interval))
             undo.callback(_close_server, server)
             url = _url(metrics_address, server.server_port, access is not None and access.tls)
+            watcher.add_listener(exposition.observe)
         watcher.add_listener(collector.observe)
         if alerts is not None:
             watcher.add_listener(alerts)
@@ -158,15 +162,16 @@ class _QuietHandler(WSGIRequestHandler):
         """No line per scrape on stderr (prometheus_client's own server is as quiet)."""
 
 
-def _serve(registry: CollectorRegistry, address: str, port: int,
+def _serve(exposition: CycleExposition, registry: CollectorRegistry, address: str, port: int,
            access: MetricsAccess | None, health: Callable[[], tuple[int, str]]) -> WSGIServer:
-    """prometheus_client's WSGI app (behind `access`'s credentials and TLS when given) and
+    """/metrics (`exposition`'s, prometheus_client's app over `registry` for what that
+    does not serve; behind `access`'s credentials and TLS when given) and
     `/healthz` (never behind credentials: a probe carries none), on a threading WSGI server
     of its own on a daemon thread: prometheus_client's start_http_server serves one app and
     takes no credentials."""
 
     tls = access.ssl_context() if access is not None and access.tls else None
-    metrics = make_wsgi_app(registry)
+    metrics = exposition.wsgi_app(fallback=make_wsgi_app(registry))
     if access is not None:
         metrics = access.guard(metrics)
 
@@ -201,16 +206,16 @@ def _serve(registry: CollectorRegistry, address: str, port: int,
     return server
 
 
-def _serve_metrics(collector: OverviewCollector, address: str, port: int,
+def _serve_metrics(exposition: CycleExposition, address: str, port: int,
                    access: MetricsAccess | None, health: Callable[[], tuple[int, str]]
                    ) -> WSGIServer:
     """/metrics of this registry only (the collector and the process's CPU, memory and file
     descriptors) and /healthz; behind TLS and credentials when `access` asks for them."""
     registry = CollectorRegistry()
-    registry.register(collector)
+    registry.register(exposition.collector)
     ProcessCollector(registry=registry)
     try:
-        return _serve(registry, address, port, access, health)
+        return _serve(exposition, registry, address, port, access, health)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise PortBusyError(address, port, "metrics server") from None

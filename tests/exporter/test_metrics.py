@@ -10,19 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.contracts.overview import (
-    ERR,
-    HEALTH_WORST_FIRST,
-    STALL,
-    CycleStats,
-    GroupRow,
-    Overview,
-    PartitionLag,
-)
+from backend.contracts.overview import ERR, HEALTH_WORST_FIRST, STALL, CycleStats, GroupRow
 from backend.exporter.metrics import GROUP_STATES, OverviewCollector
 from backend.history.store import CounterKey
-
-CLUSTER = "127.0.0.1:9092"
+from tests.exporter.synthetic import CLUSTER, Latest, overview, part, row
 
 
 def scrape(collector: OverviewCollector) -> dict[tuple[str, tuple], float]:
@@ -43,37 +34,6 @@ def value(samples, name: str, **labels) -> float | None:
 
 def names(samples) -> set[str]:
     return {name for name, _ in samples}
-
-
-def part(topic: str, p: int, committed: int | None, end: int, lag_s: float | None = None,
-         health: str = "OK") -> PartitionLag:
-    lag = end - (committed or 0)
-    return PartitionLag(topic=topic, partition=p, committed=committed, end=end,
-                        lag_messages=lag, lag_seconds=lag_s, health=health)
-
-
-def row(group: str, **kw) -> GroupRow:
-    base = dict(group=group, state="Stable", protocol="classic", assignor="range", members=2,
-                described_ms=1_000)
-    base.update(kw)
-    return GroupRow(**base)
-
-
-def overview(*rows: GroupRow, taken_ms: int = 10_000, cycles: tuple[CycleStats, ...] = (),
-             error: str | None = None, listed: int | None = None) -> Overview:
-    return Overview(taken_ms=taken_ms, cluster=CLUSTER, rows=tuple(rows),
-                    listed=len(rows) if listed is None else listed,
-                    cycle=cycles[-1] if cycles else None, error=error, history=cycles)
-
-
-class Latest:
-    """What the collector reads: stands in for the watcher's `latest`."""
-
-    def __init__(self, ov: Overview | None = None) -> None:
-        self.ov = ov
-
-    def __call__(self) -> Overview | None:
-        return self.ov
 
 
 def test_group_series_lag_per_topic_health_state_and_members():
@@ -290,3 +250,22 @@ def test_a_share_groups_series_carry_the_lag_its_broker_reports():
     assert value(samples, "groupscope_partition_lag_messages", **g, partition="1") == 30
     assert value(samples, "groupscope_partition_committed_offset", **g, partition="0") == 40
     assert value(samples, "groupscope_group_lag_messages", **g) == 55
+
+
+@pytest.mark.parametrize("asked", ["groupscope_group_members",
+                                   "groupscope_group_rebalances_total",
+                                   "groupscope_broker_up"])
+def test_a_scrape_for_chosen_names_finds_them(asked):
+    """`/metrics?name[]=…`: prometheus_client maps names to collectors by `describe`."""
+    from dataclasses import replace
+
+    from backend.contracts import BrokerView
+
+    ov = replace(overview(row("g")), brokers=(BrokerView(1, "h:1", True, leaders=1),))
+    registry = CollectorRegistry()
+    registry.register(OverviewCollector(Latest(ov),
+                                        counters=lambda: {CounterKey("g", "rebalances",
+                                                                     "joined"): 1}))
+    text = generate_latest(registry.restricted_registry([asked])).decode()
+    got = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    assert got == {asked}
