@@ -101,9 +101,11 @@ REBALANCE_WINDOW_MS = 3_600_000  # "rebalances in the last hour"
 
 # ---- rows ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionLag:
-    """One partition a group has committed to or owns, as of the group's last refresh."""
+    """One partition a group has committed to or owns, as of the group's last refresh.
+    Slotted, as `GroupRow`: an overview of 65 000 groups holds 650 000 of them, twice while a
+    cycle replaces the rows."""
 
     topic: str
     partition: int
@@ -115,7 +117,7 @@ class PartitionLag:
     owner: str | None = None  # client id of the member that owns it, if any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupRow:
     """Everything the overview knows about one group.
 

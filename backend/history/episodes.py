@@ -128,7 +128,10 @@ class EpisodeTracker:
     def __init__(self, cluster: str, group: str, keep: int = 50) -> None:
         self.cluster = cluster
         self.group = group
-        self._done: deque[Episode] = deque(maxlen=keep)
+        # the two deques are made at their first entry: an empty deque is 760 bytes, and the
+        # overview keeps a tracker for every group of the cluster, most never rebalancing
+        self._keep = keep
+        self._done: deque[Episode] | None = None
         self._finishing: list[_Episode] = []
         self._open: _Episode | None = None
         self._settled: Frame | None = None
@@ -143,7 +146,7 @@ class EpisodeTracker:
         self._first_seen: dict[str, int] = {}
         self._grown: list[tuple[str, int, int, int]] = []  # topic, before, after, seen at
         self._interval_ms: float | None = None  # frame spacing, smoothed
-        self._cadence: deque[int] = deque(maxlen=CADENCE_SAMPLES)  # commit-move intervals
+        self._cadence: deque[int] | None = None  # commit-move intervals
         self._used: OrderedDict[Action, None] = OrderedDict()  # actions an episode took
 
     # ---- input ---------------------------------------------------------------------------
@@ -236,7 +239,7 @@ class EpisodeTracker:
         """Every episode kept, oldest first: final ones, then those still finishing, then
         the open one."""
         live = [*self._finishing, *([self._open] if self._open else [])]
-        return (*self._done, *(self._episode(ep) for ep in live))
+        return (*(self._done or ()), *(self._episode(ep) for ep in live))
 
     # ---- episodes beginning and ending ------------------------------------------------
 
@@ -439,6 +442,8 @@ class EpisodeTracker:
     def _retire(self) -> None:
         for ep in [e for e in self._finishing if e.final]:
             self._finishing.remove(ep)
+            if self._done is None:
+                self._done = deque(maxlen=self._keep)
             self._done.append(self._episode(ep))
 
     # ---- commits ------------------------------------------------------------------------
@@ -458,6 +463,8 @@ class EpisodeTracker:
                 moved.add(s)
                 last = self._moves.get(s)
                 if last is not None:
+                    if self._cadence is None:
+                        self._cadence = deque(maxlen=CADENCE_SAMPLES)
                     self._cadence.append(f.taken_ms - last[0].seen_ms)
                 if off < was:
                     back += was - off

@@ -22,7 +22,6 @@ REWIND > WARN > OK).
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -73,13 +72,11 @@ def evaluate_partition(window: Sequence[OffsetPoint], owned: bool,
     return OK
 
 
-def steady_health(window: Sequence[OffsetPoint], owned: bool,
+def steady_health(first_ts_ms: int, last_ts_ms: int, points: int, lag: int, owned: bool,
                   rules: Rules = DEFAULT_RULES) -> str:
-    """`evaluate_partition` of a window whose points all share one committed offset and one
-    lag, in constant time: nothing moved, so no REWIND and no WARN can hold."""
-    if not window or window[-1].lag == 0 or len(window) < rules.min_points:
-        return OK
-    if window[-1].ts_ms - window[0].ts_ms < rules.min_span_ms:
+    """`evaluate_partition` of a window of `points` points that all share one committed offset
+    and one lag, in constant time: nothing moved, so no REWIND and no WARN can hold."""
+    if lag == 0 or points < rules.min_points or last_ts_ms - first_ts_ms < rules.min_span_ms:
         return OK
     return STALL if owned else STOP
 
@@ -88,33 +85,69 @@ class OffsetWindows:
     """Per-partition sliding windows, fed once per poll (the evaluator's storage). A key is a
     partition number (one group, one topic) or a (topic, partition) pair (the overview).
 
-    Most partitions of a large cluster do not move between polls; a count of the trailing
-    points that repeat the last (committed, lag) lets those be judged without reading their
-    window (`steady_health`)."""
+    The overview keeps a window for every partition of every group (650 000 at 65 000
+    groups), so a window is small. It is one flat tuple `(times, committed, lag, committed,
+    lag, …)`, replaced at each point, where `times` is the tuple of its points' times:
+    every partition fed at the same polls shares one (the `_clock`, the last `window` poll
+    times), and one fed at other times has its own. A window whose points all repeat one
+    (committed, lag) keeps that pair once, `(times, committed, lag)`: most partitions of a
+    large cluster do not move between polls. Such a window is judged in constant time
+    (`steady_health`), as is one whose trailing repeats (`_repeats`) cover it; points are
+    made again only to judge a window that moved."""
 
     def __init__(self, rules: Rules = DEFAULT_RULES) -> None:
         self.rules = rules
-        self._windows: dict[Hashable, deque[OffsetPoint]] = {}
+        self._windows: dict[Hashable, tuple] = {}
         self._repeats: dict[Hashable, int] = {}
+        self._clock: tuple[int, ...] = ()  # the last `window` poll times, oldest first
+        self._clock_before: tuple[int, ...] = ()  # the clock before its newest time
+
+    def _times(self, before: tuple[int, ...] | None, ts: int) -> tuple[int, ...]:
+        """The times of a window whose points were at `before` once a point at `ts` is
+        added: a tail of the shared clock when it was fed at every poll since its first (the
+        clock itself once as long), else a tuple of its own."""
+        size = self.rules.window
+        clock = self._clock
+        if not clock or ts > clock[-1]:
+            self._clock_before, self._clock = clock, (*clock, ts)[-size:]
+            clock = self._clock
+        if ts == clock[-1] and (before is None or before is self._clock_before
+                                or before == self._clock_before[-len(before):]):
+            return clock[-min(size, 1 + len(before or ())):]
+        return (*(before or ()), ts)[-size:]
 
     def add(self, partition: Hashable, point: OffsetPoint) -> None:
+        ts, committed, lag = point
         w = self._windows.get(partition)
         if w is None:
-            w = self._windows[partition] = deque(maxlen=self.rules.window)
-        if w and w[-1].committed == point.committed and w[-1].lag == point.lag:
-            self._repeats[partition] += 1
+            self._windows[partition] = (self._times(None, ts), committed, lag)
+            self._repeats[partition] = 1
+            return
+        before = w[0]
+        times = self._times(before, ts)
+        if w[-2] == committed and w[-1] == lag:
+            repeats = self._repeats[partition] = self._repeats[partition] + 1
+            if repeats >= len(times):  # every point the same: the pair once
+                self._windows[partition] = (times, w[-2], w[-1])
+                return
+            committed, lag = w[-2], w[-1]  # the numbers already kept: one pair per run
         else:
             self._repeats[partition] = 1
-        w.append(point)
+        values = w[1:] * len(before) if len(w) == 3 and len(before) > 1 else w[1:]
+        self._windows[partition] = (times, *(*values, committed, lag)[-2 * len(times):])
 
     def evaluate(self, partition: Hashable, owned: bool) -> str:
         w = self._windows.get(partition)
         if not w:
             return OK
-        if self._repeats[partition] >= len(w):
-            return steady_health(w, owned, self.rules)
-        return evaluate_partition(w, owned, self.rules)
+        times = w[0]
+        points = len(times)
+        if len(w) == 3 or self._repeats[partition] >= points:
+            return steady_health(times[0], times[-1], points, w[-1], owned, self.rules)
+        return evaluate_partition([OffsetPoint(times[i], w[1 + 2 * i], w[2 + 2 * i])
+                                   for i in range(points)], owned, self.rules)
 
     def reset(self) -> None:
         self._windows.clear()
         self._repeats.clear()
+        self._clock = self._clock_before = ()

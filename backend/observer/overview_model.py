@@ -12,7 +12,8 @@ changes and lag points, and `seed` takes back what the store kept).
 
 from __future__ import annotations
 
-from collections import deque
+import zlib
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -29,7 +30,7 @@ from backend.contracts.overview import (
 from backend.history.episodes import EpisodeTracker
 from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
-from backend.kafka.groups import TP
+from backend.kafka.groups import TP, same_tp
 from backend.observer.derive import effective_lag
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
@@ -44,12 +45,26 @@ DAY_MS = 86_400_000
 LAG_KEEPALIVE_MS = 300_000
 
 
-@dataclass
+def lag_phase_ms(group: str) -> int:
+    """How far into its first PARTITION_LAG_STEP_MS a group's periodic points are due: a
+    stable hash of its name, so a cluster's groups, all first seen in one cycle, do not all
+    write their partitions' lag (and keepalive) in the same cycle every step after: 65 000
+    groups' partition points at once are one burst for the recorder and the store."""
+    return zlib.crc32(group.encode()) % PARTITION_LAG_STEP_MS
+
+
+@dataclass(slots=True)
 class _GroupMemory:
     tracker: EpisodeTracker
-    trend: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=TREND_POINTS))
+    # the total lag at the last TREND_POINTS refreshes and their times, oldest first: tuples
+    # replaced at each refresh, so the row's `lag_trend` is this very tuple, and a total
+    # repeating the last is the same number: a steady group's sixty points cost one tuple
+    trend_ms: tuple[int, ...] = ()
+    trend_lag: tuple[int, ...] = ()
     windows: OffsetWindows = field(default_factory=lambda: OffsetWindows(Rules()))
-    starts: deque[int] = field(default_factory=deque)  # episode starts within the last day
+    # episode starts within the last day, oldest first: a tuple, since an empty deque is 760
+    # bytes and most groups of a cluster never rebalance
+    starts: tuple[int, ...] = ()
     last_rebalance_ms: int | None = None  # kept after the day: "last one 3 days ago"
     last_cause: str | None = None
     state: tuple | None = None  # what the last StateChange said
@@ -70,18 +85,18 @@ def _same_lag(last: tuple[int, int, float | None], now: int, total: int,
     return seconds is None or was is None or abs(seconds - was - (now - ts) / 1000) < 1.0
 
 
-def lag_rate(points: Iterable[tuple[int, int]], span_ms: int = RATE_SPAN_MS) -> float | None:
-    """Least-squares slope of total lag over time, msg/s, from the points of the last
-    `span_ms`; None with fewer than two points or under a second of span. One pass over
-    the points: the overview computes it for every group every cycle."""
-    pts = points if isinstance(points, Sequence) else list(points)
-    if len(pts) < 2:
+def lag_rate(times: Sequence[int], lags: Sequence[int],
+             span_ms: int = RATE_SPAN_MS) -> float | None:
+    """Least-squares slope of total lag over time, msg/s, from the points (`times[i]`,
+    `lags[i]`) of the last `span_ms`; None with fewer than two points or under a second of
+    span. One pass over the points: the overview computes it for every group every cycle."""
+    if len(times) < 2:
         return None
-    newest = pts[-1][0]
+    newest = times[-1]
     n = 0
     st = sv = stt = stv = 0.0
     oldest = newest
-    for t, v in pts:
+    for t, v in zip(times, lags, strict=True):
         if newest - t > span_ms:
             continue
         if n == 0:
@@ -145,7 +160,7 @@ class OverviewModel:
         known = set(mem.starts)
         older = [t for t in self._seed.starts.get(group, ()) if t not in known]
         if older:
-            mem.starts = deque(sorted([*older, *mem.starts]))
+            mem.starts = tuple(sorted([*older, *mem.starts]))
         last = self._seed.last_cause.get(group)
         if last is not None and (mem.last_rebalance_ms is None or last[0] > mem.last_rebalance_ms):
             mem.last_rebalance_ms, mem.last_cause = last
@@ -227,21 +242,24 @@ class OverviewModel:
                                       health=health, owner=owners.get(tp)))
 
         total = sum(p.lag_messages for p in parts)
-        mem.trend.append((now, total))
-        rate = lag_rate(mem.trend)
+        if mem.trend_lag and mem.trend_lag[-1] == total:
+            total = mem.trend_lag[-1]
+        mem.trend_ms = (*mem.trend_ms[1 - TREND_POINTS:], now)
+        mem.trend_lag = (*mem.trend_lag[1 - TREND_POINTS:], total)
+        rate = lag_rate(mem.trend_ms, mem.trend_lag)
         known_s = [p.lag_seconds for p in parts if p.lag_seconds is not None]
         max_s = max(known_s) if known_s else None
         self._track(reading, mem, ends, counts or {}, total, actions)
         self._record(reading.group, mem, desc, now, total, max_s, parts)
         day_ago, hour_ago = now - DAY_MS, now - REBALANCE_WINDOW_MS
-        while mem.starts and mem.starts[0] < day_ago:
-            mem.starts.popleft()
+        if mem.starts and mem.starts[0] < day_ago:
+            mem.starts = mem.starts[bisect_left(mem.starts, day_ago):]
         row = GroupRow(
             group=reading.group, state=desc.state, protocol=desc.protocol,
             assignor=desc.assignor, members=len(desc.members),
             topics=tuple(sorted({p.topic for p in parts} | {t for t, _ in owners})),
             lag_messages=total, max_lag_seconds=max_s,
-            lag_trend=tuple(v for _, v in mem.trend), lag_rate=rate,
+            lag_trend=mem.trend_lag, lag_rate=rate,
             catch_up_seconds=catch_up_seconds(total, rate),
             health=worst(p.health for p in parts),
             rebalances_last_hour=sum(1 for t in mem.starts if t >= hour_ago),
@@ -273,7 +291,7 @@ class OverviewModel:
             if not ep.rebalance:
                 continue  # kept by the memory, not counted
             if not mem.starts or ep.start_ms > mem.starts[-1]:
-                mem.starts.append(ep.start_ms)
+                mem.starts = (*mem.starts, ep.start_ms)
             if mem.last_rebalance_ms is None or ep.start_ms >= mem.last_rebalance_ms:
                 mem.last_rebalance_ms = ep.start_ms
                 if ep.end_ms is not None:
@@ -283,7 +301,7 @@ class OverviewModel:
                 max_s: float | None, parts: list[PartitionLag]) -> None:
         """What the memory keeps of this reading: a state change when the description's
         facts changed, the total lag when it changed (or every LAG_KEEPALIVE_MS), and each
-        partition's every PARTITION_LAG_STEP_MS."""
+        partition's every PARTITION_LAG_STEP_MS, at the group's own phase of the step."""
         state = (desc.state, desc.protocol, desc.assignor, len(desc.members), desc.epoch)
         if state != mem.state:
             mem.state = state
@@ -292,9 +310,10 @@ class OverviewModel:
         last = mem.lag_written
         lags = None
         if mem.parts_written is None or now - mem.parts_written[0] >= PARTITION_LAG_STEP_MS:
-            lags = {(p.topic, p.partition): p.lag_messages for p in parts}
-            if mem.parts_written is not None and lags == mem.parts_written[1] \
-                    and now - mem.parts_written[0] < LAG_KEEPALIVE_MS:
+            lags = {same_tp(p.topic, p.partition): p.lag_messages for p in parts}
+            if mem.parts_written is None:  # the first points; the next due at the group's phase
+                mem.parts_written = (now - lag_phase_ms(group), lags)
+            elif lags == mem.parts_written[1] and now - mem.parts_written[0] < LAG_KEEPALIVE_MS:
                 lags = None
             else:
                 mem.parts_written = (now, lags)

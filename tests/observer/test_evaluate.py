@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from backend.contracts.overview import worst
 from backend.observer.evaluate import (
     OffsetPoint,
@@ -65,8 +67,6 @@ def test_the_windows_shortcut_for_unmoving_partitions_judges_as_the_rules_do():
     """`OffsetWindows` judges a window of repeated points in constant time; over random
     walks (repeats, moves, rewinds, missing commits, owned or not) it must agree with
     `evaluate_partition` on the whole window at every step."""
-    import random
-
     rng = random.Random(7)
     rules = Rules(window=5, min_points=3, min_span_ms=2000)
     for walk in range(300):
@@ -90,3 +90,40 @@ def test_the_windows_shortcut_for_unmoving_partitions_judges_as_the_rules_do():
             for owned in (True, False):
                 assert windows.evaluate(walk, owned) == evaluate_partition(kept, owned, rules), (
                     kept, owned)
+
+
+def test_windows_fed_at_different_polls_judge_as_the_rules_do_and_share_their_times():
+    """Partitions of one `OffsetWindows` share the poll times they were all fed at; random
+    polls that feed only some (a partition without a known log end is skipped) must still
+    judge each as `evaluate_partition` does on its own points."""
+    rng = random.Random(11)
+    rules = Rules(window=4, min_points=3, min_span_ms=2000)
+    for _walk in range(200):
+        windows = OffsetWindows(rules)
+        kept: dict[int, list[OffsetPoint]] = {}
+        state = {p: [rng.choice([None, 10]), rng.randint(0, 3)] for p in range(4)}
+        ts = 0
+        for _ in range(rng.randint(1, 14)):
+            ts += rng.choice([300, 1000])
+            for p in [p for p in state if rng.random() < 0.8]:
+                roll = rng.random()
+                if roll < 0.2:
+                    state[p][0] = (state[p][0] or 0) + 1
+                elif roll < 0.3:
+                    state[p][1] = rng.randint(0, 3)
+                point = OffsetPoint(ts, *state[p])
+                windows.add(p, point)
+                kept[p] = [*kept.get(p, []), point][-rules.window:]
+            for p, points in kept.items():
+                for owned in (True, False):
+                    assert windows.evaluate(p, owned) == evaluate_partition(
+                        points, owned, rules), (p, points, owned)
+    # fed at every poll, quiet partitions keep one pair and one shared tuple of times
+    windows = OffsetWindows(rules)
+    for i in range(6):
+        for p in range(3):
+            windows.add(p, OffsetPoint(i * 1000, 10, 5))
+    kept_windows = [windows._windows[p] for p in range(3)]
+    assert all(len(w) == 3 for w in kept_windows)
+    assert kept_windows[0][0] is kept_windows[1][0] is kept_windows[2][0]
+    assert windows.evaluate(0, owned=True) == "STALL"

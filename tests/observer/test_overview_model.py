@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+from collections import Counter
+
 import pytest
 
+from backend.contracts.history import PARTITION_LAG_STEP_MS
+from backend.contracts.overview import TREND_POINTS
 from backend.kafka.groups import GroupDescription, GroupMember
 from backend.observer.overview_collect import GroupReading, Listed
 from backend.observer.overview_model import OverviewModel, catch_up_seconds, lag_rate
@@ -22,15 +28,18 @@ def reading(ms: int, committed: dict[int, int], *members: GroupMember, state: st
 
 
 ENDS = {(T, 0): 100, (T, 1): 100}
+# what an OverviewModel may keep per quiet group of ten partitions (9.0 KB measured on
+# Python 3.11; three empty deques a group took it to 13.3, ten points a window to 10.9)
+MAX_QUIET_GROUP_BYTES = 10_000
 
 
 def test_lag_rate_is_the_slope_over_the_last_minute_and_none_without_span():
-    assert lag_rate([]) is None
-    assert lag_rate([(0, 10)]) is None
-    assert lag_rate([(0, 10), (500, 20)]) is None  # under a second
-    assert lag_rate([(0, 100), (10_000, 50), (20_000, 0)]) == pytest.approx(-5.0)
+    assert lag_rate([], []) is None
+    assert lag_rate([0], [10]) is None
+    assert lag_rate([0, 500], [10, 20]) is None  # under a second
+    assert lag_rate([0, 10_000, 20_000], [100, 50, 0]) == pytest.approx(-5.0)
     # points older than the span do not bend the slope
-    assert lag_rate([(0, 10_000), (100_000, 0), (110_000, 10)]) == pytest.approx(1.0)
+    assert lag_rate([0, 100_000, 110_000], [10_000, 0, 10]) == pytest.approx(1.0)
 
 
 def test_catch_up_needs_a_shrinking_lag():
@@ -101,6 +110,14 @@ def test_trend_rate_and_catch_up_follow_successive_readings():
     assert row.lag_rate == pytest.approx(-2.0)
     assert row.catch_up_seconds == pytest.approx(30.0)
     assert not row.falling_behind
+
+
+def test_the_trend_keeps_the_last_points_and_its_rate_only_the_last_minute():
+    model = OverviewModel()
+    for i in range(TREND_POINTS + 5):  # one point every 2 s, the committed offset climbing
+        row = model.update(reading(i * 2_000, {0: min(i, 100)}), ENDS, {}, own=False)
+    assert row.lag_trend == tuple(100 - i for i in range(5, TREND_POINTS + 5))
+    assert row.lag_rate == pytest.approx(-0.5)  # one message every 2 s, whatever came before
 
 
 def test_a_stuck_owned_partition_stalls_and_an_unowned_lagging_one_stops():
@@ -187,20 +204,73 @@ def test_the_overview_raises_the_collectors_thresholds_and_never_lowers_them():
         gc.set_threshold(*before)
 
 
-def test_a_stuck_groups_lag_is_written_once_then_as_it_changes_or_every_keepalive():
+@pytest.mark.parametrize("group", ["g", "orders-eu", "payments"])
+def test_a_stuck_groups_lag_is_written_once_then_as_it_changes_or_every_keepalive(group):
     """Its lag does not move and its age grows by the time between: nothing new to keep
-    until the keepalive; a moving lag is written every cycle."""
-    from backend.observer.overview_model import LAG_KEEPALIVE_MS
+    until its keepalive, due first at the group's phase and then every LAG_KEEPALIVE_MS; a
+    moving lag is written every cycle."""
+    from backend.observer.overview_model import LAG_KEEPALIVE_MS, lag_phase_ms
 
+    assert LAG_KEEPALIVE_MS == PARTITION_LAG_STEP_MS  # the keepalive rides the step
     model = OverviewModel()
     oldest = {(T, 0): 0, (T, 1): 0}  # the first unread records, written at the epoch
 
     def written(ms: int, committed: int = 10) -> int:
-        model.update(reading(ms, {0: committed, 1: committed}), ENDS, {}, own=False,
-                     oldest_unread_ms=oldest)
+        model.update(reading(ms, {0: committed, 1: committed}, group=group), ENDS, {},
+                     own=False, oldest_unread_ms=oldest)
         return len(model.drain()[2])
 
-    assert written(10_000) == 1
-    assert [written(t) for t in range(20_000, 200_000, 10_000)] == [0] * 18
-    assert written(10_000 + LAG_KEEPALIVE_MS) == 1  # still alive, said every keepalive
-    assert written(20_000 + LAG_KEEPALIVE_MS, committed=12) == 1  # it moved
+    first = 10_000
+    due = first + PARTITION_LAG_STEP_MS - lag_phase_ms(group)
+    assert written(first) == 1
+    quiet = range(first + 10_000, due, 10_000)
+    assert [written(t) for t in quiet] == [0] * len(quiet)
+    assert written(due) == 1  # still alive, said at its phase
+    quiet = range(due + 10_000, due + LAG_KEEPALIVE_MS, 10_000)
+    assert [written(t) for t in quiet] == [0] * len(quiet)
+    assert written(due + LAG_KEEPALIVE_MS) == 1  # and every keepalive after
+    assert written(due + LAG_KEEPALIVE_MS + 10_000, committed=12) == 1  # it moved
+
+
+def test_a_clusters_groups_seen_in_one_cycle_write_their_periodic_points_spread_out():
+    """65 000 groups first seen together must not all write their partitions' lag in one
+    cycle every five minutes: each is due at its own phase of the step."""
+    from backend.observer.overview_model import lag_phase_ms
+
+    phases = [lag_phase_ms(f"group-{i}") for i in range(10_000)]
+    assert all(0 <= p < PARTITION_LAG_STEP_MS for p in phases)
+    per_cycle = Counter(p // 10_000 for p in phases)  # watch's cycles, 10 s apart
+    assert len(per_cycle) == PARTITION_LAG_STEP_MS // 10_000
+    assert max(per_cycle.values()) < 3 * len(phases) / len(per_cycle)
+
+
+def _kept_per_group(groups: int, cycles: int, partitions: int = 10) -> float:
+    """Bytes of Python objects an OverviewModel keeps per Empty group with committed offsets
+    (four in five lagging, as bench/overview.py's cluster) once its windows are full."""
+    tps = {g: [(f"t{g % 30}", p) for p in range(partitions)] for g in range(groups)}
+    ends = {tp: 1000 for g in tps for tp in tps[g]}
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        model = OverviewModel("c")
+        for i in range(cycles):
+            now = 1_700_000_000_000 + i * 10_000
+            for g, mine in tps.items():
+                lagging = g % 5 != 0
+                reading = GroupReading(f"g{g}", now, GroupDescription(f"g{g}", "Empty",
+                                                                        "classic", None, ()),
+                                       {tp: 900 if lagging else 1000 for tp in mine})
+                model.update(reading, ends, {}, own=False, oldest_unread_ms={
+                    tp: now - 60_000 if lagging else None for tp in mine})
+            model.drain()
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / groups
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_quiet_groups_memory_stays_within_its_bound():
+    # 65 000 such groups are watch's bench (bench/README.md, "The overview's memory per
+    # group"): a few hundred bytes more a group is tens of MiB there
+    assert _kept_per_group(300, 12) <= MAX_QUIET_GROUP_BYTES

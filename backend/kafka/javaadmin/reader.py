@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from backend.contracts import CLASSIC, CONSUMER, GROUP_TYPES, SHARE, STREAMS, Placement
-from backend.kafka.groups import TP, GroupDescription, GroupMember
+from backend.kafka.groups import TP, GroupDescription, GroupMember, same_tp
 from backend.kafka.javaadmin.gateway import CALL_TIMEOUT_S, AdminGateway, ReaderDown, ReaderError
 from backend.kafka.settings import KafkaSettings
 
@@ -242,9 +242,9 @@ class KafkaReader:
                     out[gid] = kafka_error(a["error"])
                     continue
                 rows = a["offsets"]
-                committed = {(t, p): off for t, p, off, _lag in rows if off >= 0}
+                committed = {same_tp(t, p): off for t, p, off, _lag in rows if off >= 0}
                 # only share groups' answers carry a lag: the others' need no second pass
-                lag = ({(t, p): n for t, p, off, n in rows if off >= 0 and n is not None}
+                lag = ({same_tp(t, p): n for t, p, off, n in rows if off >= 0 and n is not None}
                        if kind == SHARE else {})
                 out[gid] = GroupOffsets(committed, lag)
         return out
@@ -307,7 +307,7 @@ class KafkaReader:
 
 
 def _tps(pairs: Iterable[Sequence]) -> tuple[TP, ...]:
-    return tuple(sorted((t, p) for t, p in pairs))
+    return tuple(sorted(same_tp(t, p) for t, p in pairs))
 
 
 def _description(group: str, d: dict) -> GroupDescription:
