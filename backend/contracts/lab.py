@@ -73,7 +73,7 @@ LAB_EVENTS: dict[str, str] = {
     PARTITIONS: "add partitions to the topic every group reads",
 }
 
-STALL_FACTOR = 2.0  # silent this many times the usual longest gap is a stall, whatever the cause
+STALL_FACTOR = 2.0  # silent this many times the usual longest gap can be a stall (STALL_RULE)
 STALL_RULE = (
     "Each batch a replica processes writes its partition's summaries, stamped with the batch's "
     "time and the replica's name; before the event they give the group's normal cadence (the "
@@ -81,7 +81,9 @@ STALL_RULE = (
     "percentile). A partition stalls when its processing was stopped (its replica gave it up "
     "in a rebalance, lost it, or was killed or stopped: the partition is counted as stopped) "
     "or when it went more than "
-    f"{STALL_FACTOR:g} longest usual gaps without a batch; the stall is how much longer than "
+    f"{STALL_FACTOR:g} longest usual gaps without a batch (unless its "
+    "own replica, silent on all its partitions meanwhile, simply took longer: that is the "
+    "machine, not the protocol); the stall is how much longer than "
     "the normal cadence it then waited for its next batch. The stopwatch runs from the event "
     "until the last stalled partition processes again.")
 

@@ -4,13 +4,15 @@ A replica writes one summary per stream for every batch it processes, all stampe
 batch's time (`Summary.updated_ms`) and the replica's name, to a changelog co-partitioned with
 the input, and says on its events topic when it gave partitions up (revoked, lost). So one
 group's records say, partition by partition, when a batch was processed, by whom and when the
-processing was stopped: a stall is the extra wait after a stop (or a long silence), a hand-off
-a batch written by another replica, a record processed twice a duplicate count that grew.
+processing was stopped: a stall is the extra wait after a stop (or a long silence while the
+replica went on with its other partitions), a hand-off a batch written by another replica, a
+record processed twice a duplicate count that grew.
 Nothing is inferred from the group's state or the assignor's name (`contracts.lab.STALL_RULE`).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import defaultdict
@@ -56,6 +58,31 @@ def batches(writes: Iterable[Processed]) -> dict[int, list[Batch]]:
     return {p: [Batch(t, r) for t, r in sorted(keys)] for p, keys in sorted(seen.items())}
 
 
+def by_replica(by_partition: dict[int, list[Batch]]) -> dict[str, list[tuple[int, int]]]:
+    """Each replica's processed batches as (time, partition), in time order."""
+    out: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for partition, seq in by_partition.items():
+        for b in seq:
+            out[b.replica].append((b.t_ms, partition))
+    for seq in out.values():
+        seq.sort()
+    return out
+
+
+def worked_meanwhile(done: list[tuple[int, int]], partition: int, after_ms: int,
+                     before_ms: int) -> bool:
+    """Whether a replica (its batches `done`) processed another partition than `partition`
+    strictly between the two times: it went on working while this partition waited. A
+    replica silent on all its partitions at once was slow (the machine, a catch-up batch),
+    which says nothing of the protocol."""
+    i = bisect.bisect_right(done, (after_ms, math.inf))
+    while i < len(done) and done[i][0] < before_ms:
+        if done[i][1] != partition:
+            return True
+        i += 1
+    return False
+
+
 def percentile(values: list[float], q: float) -> float:
     """The nearest-rank percentile (q in 0..1) of a non-empty list."""
     ordered = sorted(values)
@@ -96,6 +123,7 @@ def score(lab: str, writes: Iterable[Processed], baseline_from_ms: int, event_ms
     writes = list(writes)
     stop_list = [s for s in stops if event_ms <= s.t_ms <= until_ms]
     by_partition = batches(writes)
+    done = by_replica(by_partition)
     rhythm = cadence(by_partition, baseline_from_ms, event_ms)
     if rhythm is None:
         raise ValueError(f"{lab}: no two batches of a partition before the event, so no "
@@ -120,11 +148,17 @@ def score(lab: str, writes: Iterable[Processed], baseline_from_ms: int, event_ms
                         + ([(event_ms, victim)] if victim is not None else []))
         stalls = []
         halts = 0
-        for start, end in zip(chain, ends, strict=True):
+        nexts: list[Batch | None] = [*chain[1:], None]
+        for start, end, after in zip(chain, ends, nexts, strict=True):
             halt = any(start.t_ms <= t <= end and who == start.replica for t, who in halted)
             halts += halt
             extra = end - start.t_ms - rhythm.typical_ms
-            if extra > 0 and (halt or end - start.t_ms > rhythm.silence_ms):
+            # a long silence is a stall unless the same replica, silent on all its
+            # partitions meanwhile, simply took longer
+            silent = end - start.t_ms > rhythm.silence_ms and (
+                after is None or after.replica != start.replica
+                or worked_meanwhile(done[start.replica], partition, start.t_ms, end))
+            if extra > 0 and (halt or silent):
                 stalls.append((extra, end))
         if halts:
             stopped.append(partition)

@@ -78,6 +78,25 @@ def test_a_silence_just_under_the_stall_limit_is_the_normal_cadence_at_work() ->
     assert score("eager", writes, 0, EVENT, 20_000).stalled == 0
 
 
+def test_a_partition_left_waiting_while_its_replica_processed_others_stalled() -> None:
+    # ada went on with partition 1 while partition 0 got nothing for 4 s
+    writes = (steady(0, "ada", 0, 11_000) + steady(0, "ada", 15_000, 20_000)
+              + steady(1, "ada", 0, 20_000))
+    s = score("cooperative", writes, 0, EVENT, 20_000)
+    assert s.stalled_partitions == (0,) and s.stopped == 0
+    assert s.stalled_s == pytest.approx(4.0 - 0.5)
+
+
+def test_a_replica_slow_on_all_its_partitions_at_once_is_no_stall() -> None:
+    # a survivor's catch-up: ada's next batch, of both partitions, came 4 s late; bruno's
+    # partition 2, whose owner was killed, stalled by the kill
+    slow = [t for t in range(0, 20_001, 500) if not 11_000 < t < 15_000]
+    writes = [Processed(t, p, "ada", f"car-{p}", 0) for t in slow for p in (0, 1)]
+    writes += steady(2, "bruno", 0, EVENT) + steady(2, "ada", 15_000, 20_000)
+    s = score("cooperative", writes, 0, EVENT, 20_000, victim="bruno")
+    assert s.stalled_partitions == s.stopped_partitions == s.victim_partitions == (2,)
+
+
 def test_a_partition_still_silent_at_the_end_did_not_recover() -> None:
     writes = steady(0, "ada", 0, EVENT) + steady(1, "bruno", 0, 20_000)
     s = score("static", writes, 0, EVENT, 20_000)
