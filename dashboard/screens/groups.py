@@ -113,7 +113,7 @@ def groups_table(filt: gm.GroupFilter, sort: str) -> None:
     if overview.error:
         st.error(f"Kafka at {target.bootstrap or 'the configured cluster'}: {overview.error} "
                  f"(retrying)", icon=":material/cloud_off:")
-    rows = gm.visible(overview.rows, filt, sort)
+    rows, matched = gm.top(overview.rows, filt, sort)
     shared.prioritise(gm.priority(rows))
     if not overview.rows:
         st.info("No consumer groups on this cluster yet." if overview.error is None
@@ -130,7 +130,7 @@ def groups_table(filt: gm.GroupFilter, sort: str) -> None:
                  column_config=COLUMN_CONFIG, on_select="rerun", selection_mode="single-row",
                  row_height=ROW_PX,
                  height=min(ROW_PX * (len(cells["group"]) + 1) + 3, MAX_TABLE_PX))
-    st.caption(gm.footer(overview, len(rows), now_ms))
+    st.caption(gm.footer(overview, matched, now_ms))
 
 
 groups_table(FILTER, sort)

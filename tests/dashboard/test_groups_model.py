@@ -152,3 +152,12 @@ def test_footer_counts_and_cycle_cost():
                         "(this cluster runs Kafka 3.9)")
     first = gm.footer(replace(ov, cycle=None), shown=gm.MAX_ROWS + 1, now_ms=NOW)
     assert f"(first {gm.MAX_ROWS:,})" in first and "first cycle running" in first
+
+
+def test_the_top_rows_are_the_first_of_the_whole_order_and_the_count_is_all_kept():
+    rows = [row(f"g{i:05d}", (i * 7919) % 1000) for i in range(3000)]
+    for sort in gm.SORTS:
+        shown, kept = gm.top(rows, gm.GroupFilter(), sort, limit=50)
+        assert shown == gm.visible(rows, sort=sort)[:50] and kept == 3000, sort
+    shown, kept = gm.top(rows, gm.GroupFilter(name="g0001"), "name", limit=5)
+    assert [r.group for r in shown] == [f"g{i:05d}" for i in range(10, 15)] and kept == 10
