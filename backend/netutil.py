@@ -4,21 +4,33 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import random
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
 
-# ports handed out by free_port in this process: a port is not bound until its service starts,
-# and the OS may hand the same free port out again in the meantime
-_handed_out: set[int] = set()
+# ports handed out by free_port in this process, and when: a port is not bound until its
+# service starts, and may look free again in the meantime. Kept HANDED_OUT_KEEP_S, long past
+# any service's start, so a long test run does not use its whole pool up.
+_handed_out: dict[int, float] = {}
+HANDED_OUT_KEEP_S = 600.0
 _handed_out_lock = threading.Lock()
 _PROMISED_ENV = re.compile(r"GROUPSCOPE_\w*PORT")
 FREE_PORT_TRIES = 100
+# Ports are handed out below the kernel's ephemeral range: every outgoing connection's local
+# port comes from that range, so a port chosen there can be taken by any client socket in the
+# seconds before its server binds it (a test's watch lost its port that way). From LOWEST_PORT
+# up to the ephemeral range's start; a process given FREE_SLICE_ENV="i/n" (the test lanes,
+# one process each) hands out slice i of n only, so two lanes never choose the same port.
+LOWEST_PORT = 20_000
+FREE_SLICE_ENV = "GROUPSCOPE_FREE_SLICE"
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 class PortBusyError(RuntimeError):
@@ -53,24 +65,74 @@ def promised_ports() -> set[int]:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free now, and not one promised elsewhere: never one this process
-    handed out before, nor one the environment names for a service (`promised_ports`).
+    """A port free now, and not one promised elsewhere: never one this process handed out
+    before, nor one the environment names for a service (`promised_ports`), and (see
+    LOWEST_PORT) none an outgoing connection or another lane can take before it is bound.
 
     A free port stays unbound until its service starts, and the OS hands out the same port
     again meanwhile: once a stack's Spark took the port just chosen for its Connect server as
     its web UI's, and its Connect server could not start (tests use free ports so that runs
     never collide; this keeps a run's own ports from colliding too)."""
     avoid = promised_ports()
+    pool = port_pool()
     for _ in range(FREE_PORT_TRIES):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
+        port = random.choice(pool) if pool else _any_free(host)
+        if pool and not _bindable(host, port):
+            continue
         with _handed_out_lock:
-            if port not in _handed_out and port not in avoid:
-                _handed_out.add(port)
+            now = time.monotonic()
+            if now - _handed_out.get(port, -HANDED_OUT_KEEP_S) >= HANDED_OUT_KEEP_S \
+                    and port not in avoid:
+                _handed_out[port] = now
                 return port
     raise RuntimeError(f"no free port on {host} in {FREE_PORT_TRIES} tries: every one the OS "
                        f"offered was taken or promised; free some ports and try again")
+
+
+def port_pool(ephemeral_start: int | None = None, free_slice: str | None = None) -> range:
+    """The ports this process hands out: LOWEST_PORT up to the ephemeral range's start, the
+    slice FREE_SLICE_ENV names; empty (the OS chooses) when there is no room below the
+    ephemeral range or it cannot be read."""
+    if ephemeral_start is None:
+        try:
+            ephemeral_start = int(EPHEMERAL_RANGE.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return range(0)
+    pool = range(LOWEST_PORT, ephemeral_start)
+    if len(pool) < 1000:
+        return range(0)
+    text = os.environ.get(FREE_SLICE_ENV) if free_slice is None else free_slice
+    if text:
+        i, n = _slice_of(text)
+        size = len(pool) // n
+        pool = range(pool.start + i * size, pool.start + (i + 1) * size)
+    return pool
+
+
+def _slice_of(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise ValueError(f"{FREE_SLICE_ENV}={text!r}: expected i/n with 0 <= i < n, e.g. 0/4")
+    return i, n
+
+
+def _any_free(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Free to bind now, for any server (no SO_REUSEADDR: a port in TIME_WAIT is not)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:

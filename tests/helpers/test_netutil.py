@@ -4,6 +4,8 @@ free_port does with the port it is offered, which a real kernel offers at random
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from backend import netutil
@@ -33,7 +35,8 @@ class _Offers:
 
 @pytest.fixture
 def offers(monkeypatch):
-    monkeypatch.setattr(netutil, "_handed_out", set())
+    monkeypatch.setattr(netutil, "_handed_out", {})
+    monkeypatch.setattr(netutil, "port_pool", lambda: range(0))  # the OS's offers alone
     for key in list(netutil.os.environ):
         if key.startswith("GROUPSCOPE_") and key.endswith("PORT"):
             monkeypatch.delenv(key)
@@ -78,3 +81,31 @@ def test_real_free_ports_are_distinct_and_bindable():
 ])
 def test_only_addresses_that_reach_this_machine_alone_are_loopback(address, loopback) -> None:
     assert netutil.is_loopback(address) is loopback
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_lanes_never_share_one():
+    whole = netutil.port_pool(ephemeral_start=32768, free_slice="")
+    assert whole == range(netutil.LOWEST_PORT, 32768)  # no outgoing connection takes these
+    slices = [netutil.port_pool(ephemeral_start=32768, free_slice=f"{i}/4") for i in range(4)]
+    assert all(len(s) > 1000 for s in slices)
+    assert all(a.stop <= b.start for a, b in itertools.pairwise(slices))
+    assert slices[0].start == netutil.LOWEST_PORT and slices[-1].stop <= 32768
+    # no room below the ephemeral range: the OS chooses, as before
+    assert netutil.port_pool(ephemeral_start=netutil.LOWEST_PORT + 10, free_slice="") == range(0)
+    with pytest.raises(ValueError, match="GROUPSCOPE_FREE_SLICE='4/4': expected i/n"):
+        netutil.port_pool(ephemeral_start=32768, free_slice="4/4")
+
+
+def test_a_free_port_comes_from_this_processs_slice(monkeypatch):
+    mine = netutil.port_pool(ephemeral_start=32768, free_slice="2/4")
+    monkeypatch.setattr(netutil, "port_pool", lambda: mine)
+    assert all(netutil.free_port() in mine for _ in range(5))
+
+
+def test_a_port_handed_out_long_ago_may_be_handed_out_again(offers, monkeypatch):
+    offers([41000, 41000, 41001, 41000])
+    assert netutil.free_port() == 41000
+    assert netutil.free_port() == 41001  # 41000 was offered again, too soon
+    clock = netutil.time.monotonic() + netutil.HANDED_OUT_KEEP_S
+    monkeypatch.setattr(netutil.time, "monotonic", lambda: clock)
+    assert netutil.free_port() == 41000
