@@ -27,7 +27,10 @@ their own. Its log is kept in test-artifacts/ when the run fails.
 The main lane (`-m "not slow and not idle"`) prints as it runs; each other lane's output goes
 to test-artifacts/<name>-lane.log, is printed once the main lane is done and then followed as
 it grows. The run passes only if every lane passes, and a lane that collected no test fails
-it (pytest's exit code 5). Options that choose tests (`-m`, `-k`, paths, node ids, `--lf`)
+it (pytest's exit code 5). A run that failed ends by printing every lane's failures again,
+each with the end of its text (from the lane's JUnit report, test-artifacts/<name>-lane.xml):
+a CI that keeps only the start and the end of a long output still shows why each test failed.
+Options that choose tests (`-m`, `-k`, paths, node ids, `--lf`)
 mean one ordinary pytest run instead. GROUPSCOPE_ONE_LANE=1 forces that too.
 
 Once every lane has passed, the run also fails if a `groupscope` command the README or a
@@ -55,10 +58,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+from xml.etree import ElementTree
 
 from backend.cli import ARGV_LOG, build_parser
 from backend.engine.server import SparkConnectServer
-from backend.netutil import free_port
+from backend.netutil import FREE_SLICE_ENV, free_port
 from backend.proc import STOP_BUDGET_S, reap, run, send, spawn
 from tests.conftest import ARTIFACTS, SHARED_SPARK_ENV
 from tests.guides import all_commands, recorded, unexercised
@@ -69,6 +73,7 @@ BESIDE = (("slow", "slow and not idle"), ("idle", "idle"))
 MAIN = "not slow and not idle"
 LIMIT_S = float(os.environ.get("GROUPSCOPE_LANES_LIMIT_S", 45 * 60))
 FOLLOW_EVERY_S = 2.0
+FAILURE_TAIL_LINES = 30
 CHOOSING = ("-m", "-k", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
             "--stepwise", "--deselect")
 
@@ -111,6 +116,36 @@ def wait_or_abort(lane: subprocess.Popen[bytes], name: str, deadline: float,
 
 def lane_log(name: str) -> Path:
     return ARTIFACTS / f"{name}-lane.log"
+
+
+def lane_report(name: str) -> Path:
+    return ARTIFACTS / f"{name}-lane.xml"
+
+
+def failures_in(report: Path, tail_lines: int = FAILURE_TAIL_LINES) -> list[tuple[str, str]]:
+    """(test id, its failure's message and the end of its text, `tail_lines` in all) for
+    every test of a JUnit report that failed or erred; none when the report is missing or
+    unreadable (a lane killed before it wrote one: its output says why)."""
+    try:
+        root = ElementTree.parse(report).getroot()
+    except (OSError, ElementTree.ParseError):
+        return []
+    found = []
+    for case in root.iter("testcase"):
+        for bad in (*case.findall("failure"), *case.findall("error")):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            said = (bad.get("message") or "").strip().splitlines()[:1]
+            text = (bad.text or "").rstrip().splitlines()
+            found.append((f"{bad.tag.upper()} {name}",
+                          "\n".join(said + text[-(tail_lines - len(said)):])))
+    return found
+
+
+def print_failures(names: list[str]) -> None:
+    """Every lane's failures once more, at the very end of the run's output."""
+    for name in names:
+        for test, text in failures_in(lane_report(name)):
+            print(f"\nlanes: {name} lane: {test}\n{text}", flush=True)
 
 
 def argv_log() -> Path:
@@ -161,9 +196,16 @@ def run_lanes(args: list[str]) -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     argv_log().unlink(missing_ok=True)
     os.environ[ARGV_LOG] = str(argv_log())
+    os.environ[FREE_SLICE_ENV] = f"{len(BESIDE) + 1}/{len(BESIDE) + 2}"  # this runner's own
     with shared_engine() as codes:
         codes.append(_run_lanes(args))
         return codes[0]
+
+
+def _slice(i: int) -> dict[str, str]:
+    """Lane i's environment: its own slice of the free ports (netutil.port_pool); the last
+    slice is this runner's own (the shared engine's ports)."""
+    return dict(os.environ, **{FREE_SLICE_ENV: f"{i}/{len(BESIDE) + 2}"})
 
 
 def _run_lanes(args: list[str]) -> int:
@@ -179,20 +221,24 @@ def _run_lanes(args: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop_lanes)
     signal.signal(signal.SIGHUP, stop_lanes)
+    for name in ("main", *(n for n, _ in BESIDE)):  # no report of an earlier run is read
+        lane_report(name).unlink(missing_ok=True)
     with contextlib.ExitStack() as files:
         shown = []
         for name, expression in BESIDE:
             log = files.enter_context(lane_log(name).open("wb"))
             shown.append(files.enter_context(lane_log(name).open("rb")))
             # no cache writes but the main lane's, so lanes never race on .pytest_cache
-            lanes.append(spawn(pytest_argv("-m", expression, "-p", "no:cacheprovider", *args),
+            lanes.append(spawn(pytest_argv("-m", expression, "-p", "no:cacheprovider",
+                                           f"--junitxml={lane_report(name)}", *args),
                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL))
+                               stdin=subprocess.DEVNULL, env=_slice(len(lanes) + 1)))
             print(f"lanes: the {name} tests run beside this one; their output: "
                   f"{lane_log(name)}", flush=True)
         codes: dict[str, int] = {}
         try:
-            main = spawn(pytest_argv("-m", MAIN, *args), cwd=ROOT)
+            main = spawn(pytest_argv("-m", MAIN, f"--junitxml={lane_report('main')}", *args),
+                         cwd=ROOT, env=_slice(0))
             lanes.append(main)
             codes["main"] = wait_or_abort(main, "main", deadline)
             started = time.monotonic()
@@ -213,6 +259,8 @@ def _run_lanes(args: list[str]) -> int:
     print("lanes: " + ", ".join(f"{name} lane exit {code}" for name, code in codes.items())
           + f" (waited {waited:.0f} s for the others after the main lane)", flush=True)
     failed = next((code for code in codes.values() if code), 0)
+    if failed:
+        print_failures([name for name, code in codes.items() if code])
     if not failed and not guides_exercised():
         return 1
     return failed

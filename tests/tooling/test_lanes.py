@@ -14,7 +14,7 @@ from _pytest.mark.expression import Expression  # how `-m` reads an expression
 
 from backend.proc import run as run_process
 from backend.proc import spawn
-from tests.lanes import BESIDE, MAIN, chooses_tests, wait_or_abort
+from tests.lanes import BESIDE, MAIN, chooses_tests, failures_in, wait_or_abort
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,3 +115,20 @@ def test_a_finished_run_exits_with_its_verdict_whatever_a_test_left_running(
     assert time.monotonic() - started < 30
     assert "1 thread(s) still running at exit: lingerer" in done.stderr
     assert "not exited 2 s after the run ended" in done.stderr
+
+
+def test_a_lanes_failures_are_read_back_from_its_junit_report_with_their_reasons(tmp_path):
+    (tmp_path / "test_two.py").write_text(
+        "def test_passes():\n    pass\n\n"
+        "def test_fails():\n    seen = {0, 1, 2}\n    assert seen == {2}, 'only the victim'\n")
+    report = tmp_path / "lane.xml"
+    done = run_process([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                        f"--junitxml={report}", str(tmp_path / "test_two.py")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    (failed,) = failures_in(report, tail_lines=8)
+    assert failed[0] == "FAILURE test_two::test_fails"
+    assert "only the victim" in failed[1] and len(failed[1].splitlines()) <= 8
+    assert failures_in(tmp_path / "missing.xml") == []
+    (tmp_path / "cut.xml").write_text("<testsuites><testsuite>")  # a lane killed mid-write
+    assert failures_in(tmp_path / "cut.xml") == []
