@@ -208,6 +208,11 @@ class ChaosRun:
                               f"rebalances {self.monitor.rebalances:3d}  "
                               f"lag {self._lag(observer):6d}")
             time.sleep(0.25)
+        # what the plan put inside the run is played even when the loop came to it late: a
+        # graceful stop near the end can hold the loop past the run's last seconds
+        for action in pending:
+            if action.at_s < self.config.duration_s:
+                self._apply(action)
 
     def _apply(self, action: Action) -> None:
         if action.kind in (BROKER_KILL, BROKER_START):
