@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parent
 class BuildWithJava(build_py):
     def run(self) -> None:
         super().run()
+        if getattr(self, "editable_mode", False):
+            # `pip install -e .` (`make setup`): the programs compile on first use, from the
+            # sources in the clone; building them here would need the project's dependencies
+            # inside pip's isolated build environment, which has setuptools alone
+            return
         sys.path.insert(0, str(ROOT))
         from backend.kafka.javaadmin import gateway
         from backend.offsets import writer
