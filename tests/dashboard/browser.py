@@ -103,6 +103,32 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
 SCRIPT_LOST = "Failed to fetch dynamically imported module"
 
 
+# What a page fetched, to say in a test's output what a blank page lacked: its scripts and
+# styles, each with the milliseconds its fetch took
+FETCHED_JS = """
+() => performance.getEntriesByType('resource')
+        .filter(e => /[.](js|css)([?]|$)/.test(e.name))
+        .map(e => e.name.split('/').pop() + ' ' + Math.round(e.duration) + ' ms')
+"""
+
+
+def wait_shown(page, locator, timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `locator` (a page's first render), loading the page again
+    once if it is still blank at half the time. The same kind of lost fetch, of Streamlit's
+    main script this time: three fresh clones' runs on a slow day saw a page stay blank
+    (not even Streamlit's frame) for 60 and 180 s with nothing in its server's log."""
+    try:
+        locator.wait_for(timeout=timeout_s * 500)
+        return
+    except Exception:
+        if page.inner_text("body").strip():
+            raise  # not blank: the page said something else, which the failure shows
+    print(f"{page.url}: blank after {timeout_s / 2:.0f} s; reloading. It had fetched: "
+          f"{page.evaluate(FETCHED_JS)}")
+    page.reload()
+    locator.wait_for(timeout=timeout_s * 500)
+
+
 def reload_if_scripts_lost(page, selector: str, timeout_s: float, tries: int = 2) -> None:
     """Once `selector` shows and the page's fetches are done, reload it while one of its
     scripts was lost (at most `tries` times)."""

@@ -11,7 +11,17 @@ import pytest
 
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
-from tests.dashboard.browser import button, choose, press_until, stack_env, supervisor, web_server
+from tests.dashboard.browser import (
+    button,
+    choose,
+    press_until,
+    stack_env,
+    supervisor,
+    wait_shown,
+    web_server,
+)
+
+FIRST_RENDER_S = 180.0  # as the broker-fault test's pages: a first render at load 20 and more
 
 TABLE_JS = """
 key => {
@@ -45,13 +55,17 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             chromium() as page:
         try:
             page.goto(f"{url}/queues")
-            page.get_by_text("Share group", exact=False).first.wait_for(timeout=60_000)
+            wait_shown(page, page.get_by_text("Share group", exact=False).first,
+                       FIRST_RENDER_S)
             for key in ("q_cg_n", "q_sg_n"):
                 box = page.locator(f".st-key-{key} input")
                 box.fill("3")
                 box.press("Enter")
-            button(page, "q_scale").click()
-            page.get_by_text("scale share group to 3:").first.wait_for(timeout=30_000)
+            # a click on a page with live fragments can be lost on a loaded machine: pressed
+            # until the page says it was done (scaling to 3 twice is scaling to 3 once)
+            scaled = page.get_by_text("scale share group to 3:")
+            press_until(page, "q_scale", lambda: scaled.count() > 0, 60,
+                        what="the scale said done", shown=lambda: _text(page, "q-share"))
 
             def contrast() -> bool:
                 consumers, sharers = _text(page, "q-consumer"), _text(page, "q-share")
@@ -72,8 +86,10 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             control = ControlClient.discover(data, timeout=10)
             victim = control.status().share.running[0].name
             choose(page, "q_victim", f"share/{victim}")
-            button(page, "q_kill").click()
-            page.get_by_text(f"kill {victim} (share group):").first.wait_for(timeout=30_000)
+            killed = page.get_by_text(f"kill {victim} (share group):")
+            press_until(page, "q_kill", lambda: killed.count() > 0 or victim not in {
+                r.name for r in control.status().share.running}, 60,
+                what=f"the kill of {victim} received", shown=lambda: _text(page, "q-share"))
             wait_until(lambda: victim not in {r.name for r in control.status().share.running},
                        30, what=f"{victim} gone from the share group's replicas")
 

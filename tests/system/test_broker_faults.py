@@ -44,7 +44,12 @@ from backend.spark.executors import discover_ui, executors_at
 from backend.supervisor.client import ControlClient, ControlError
 from dashboard.groups_model import COLUMNS
 from tests.conftest import stack_processes
-from tests.dashboard.browser import reload_if_scripts_lost, streamlit_healthy
+from tests.dashboard.browser import (
+    press_until,
+    reload_if_scripts_lost,
+    streamlit_healthy,
+    wait_shown,
+)
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
 from tests.kafka.javaadmin.conftest import StreamsApps
@@ -261,7 +266,7 @@ def _open_until(page, url: str, selector: str, what: str, log: Path | None,
                what=f"{what}: the server's health check")
     page.goto(url)
     try:
-        page.locator(selector).first.wait_for(timeout=FIRST_RENDER_S * 1000)
+        wait_shown(page, page.locator(selector).first, FIRST_RENDER_S)
         reload_if_scripts_lost(page, selector, FIRST_RENDER_S)
     except Exception:
         page.screenshot(path=str(shot))
@@ -281,9 +286,17 @@ def _share_group_page(page, group: str, artifacts_dir: Path) -> None:
     wait_until(lambda: [r[0] for r in grid_rows(page) if r] == [group], 30, interval=0.3,
                what=f"{group} alone in the table")
     grid = page.locator("[data-testid=stDataFrame]").first
-    grid.click(position={"x": 16, "y": 35 + 17})  # the first row's selection box
-    wait_until(lambda: "share group" in page.inner_text("body"), 60, interval=0.5,
-               what=f"{group}'s page saying it is a share group")
+    deadline = time.monotonic() + 60
+    while True:  # a click as the table is redrawn can be lost: clicked again after 20 s
+        grid.click(position={"x": 16, "y": 35 + 17})  # the first row's selection box
+        try:
+            wait_until(lambda: "share group" in page.inner_text("body"),
+                       max(1.0, min(20.0, deadline - time.monotonic())), interval=0.5,
+                       what=f"{group}'s page saying it is a share group")
+            break
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
     page.screenshot(path=str(artifacts_dir / "share-group.png"), full_page=True)
 
 
@@ -349,17 +362,21 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                 for cycle in range(CYCLES):
                     victim = 1 + cycle % 3
                     kills.append((victim, round(time.time() - started, 1)))
-                    if cycle == 0:  # the presenter's buttons, on the Status page
-                        kill = presenter.locator(
-                            f".st-key-status_brokers_kill_{victim} button").first
-                        wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill enabled")
-                        kill.click()
-                    else:
-                        client.broker_kill(victim)
 
                     def alive(node: int = victim) -> bool:
                         return next(n for n in client.brokers().brokers if n.id == node).alive
 
+                    if cycle == 0:  # the presenter's buttons, on the Status page
+                        kill = presenter.locator(
+                            f".st-key-status_brokers_kill_{victim} button").first
+                        wait_until(kill.is_enabled, 60, what=f"node {victim}'s Kill enabled")
+                        # a click on a page with a live fragment can be lost on a loaded
+                        # machine; the node's process gone says it was received
+                        press_until(presenter, f"status_brokers_kill_{victim}",
+                                    lambda: not alive(), 60, f"node {victim} down",
+                                    shown=lambda: presenter.inner_text("body"))
+                    else:
+                        client.broker_kill(victim)
                     wait_until(lambda: not alive(), 60, what=f"node {victim} down")
                     if cycle == 0:  # the stack's own group carries on without the node
                         wait_until(lambda: _carries_on(data), 60, interval=1.0,
@@ -369,7 +386,11 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                             f".st-key-status_brokers_start_{victim} button").first
                         wait_until(start.is_enabled, 60, interval=0.5,
                                    what=f"node {victim}'s Start enabled")
-                        start.click()
+                        # the node's process launched says the click was received (it then
+                        # recovers its logs before it answers)
+                        press_until(presenter, f"status_brokers_start_{victim}", alive, 60,
+                                    f"node {victim} launched",
+                                    shown=lambda: presenter.inner_text("body"))
                     else:
                         try:
                             client.broker_start(victim)

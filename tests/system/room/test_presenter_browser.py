@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -40,6 +41,7 @@ KEEP_SOCKETS_JS = """
 SEND_JS = """
 bytes => {
   const open = window.__gsSockets.filter(s => s.readyState === 1);
+  if (!open.length) return 0;
   open[open.length - 1].send(new Uint8Array(bytes));
   return open.length;
 }
@@ -162,8 +164,12 @@ def passcode_box(page: Any) -> Any:
 
 
 def send(page: Any, msg: BackMsg) -> None:
-    """Put `msg` on the page's own websocket, as a hand-crafted client would."""
-    assert page.evaluate(SEND_JS, list(msg.SerializeToString())) >= 1
+    """Put `msg` on the page's own websocket, as a hand-crafted client would. A page whose
+    socket is reconnecting (a CI run found none open right after a forged rerun) gets it on
+    its next one."""
+    data = list(msg.SerializeToString())
+    wait_until(lambda: page.evaluate(SEND_JS, data) >= 1, 30, interval=0.2,
+               what="an open websocket on the page to send on")
 
 
 def with_trigger(rerun: BackMsg, widget_id: str) -> BackMsg:
@@ -176,9 +182,22 @@ def with_trigger(rerun: BackMsg, widget_id: str) -> BackMsg:
     return forged
 
 
-def try_passcode(page: Any, passcode: str) -> None:
-    passcode_box(page).fill(passcode)
-    page.locator(".st-key-gs_unlock button").click()
+def try_passcode(page: Any, passcode: str, within_s: float = 90.0) -> None:
+    """Type `passcode` and click Unlock, within `within_s` (as long as the page's first wait:
+    in a CI run the box was away for more than 30 s, in a rerun). While the sidebar reruns,
+    the form is drawn anew: a CI run's click found its button detached again and again for
+    30 s. A click that could not be made is tried again with the passcode typed afresh (a
+    new form's box is empty); one Playwright made has reached the page, and is not repeated."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left_ms = max(1_000, (deadline - time.monotonic()) * 1000)
+        try:
+            passcode_box(page).fill(passcode, timeout=left_ms)
+            page.locator(".st-key-gs_unlock button").click(timeout=min(left_ms, 10_000))
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def shot(page: Any, artifacts_dir: Path, name: str) -> None:
