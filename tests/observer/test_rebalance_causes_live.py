@@ -80,6 +80,7 @@ def history(memory: Memory, group: str, *args: str) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=60, cwd=REPO)
 
 
+@pytest.mark.idle  # most of it is the killed member's 15 s session running out
 @pytest.mark.timeout(240)
 def test_a_killed_member_expires_and_a_closed_one_leaves(kafka, unique, members_factory,
                                                          producer_factory, memory):

@@ -30,6 +30,9 @@ def _produce(producer: ContractProducer, rounds: int) -> dict[str, int]:
     return producer.stop()  # flushed: every record is in the topic
 
 
+# each mostly waits for its batch in flight, the kill and the group's recovery (a third of
+# a core while it lasts): the idle lane's kind of test
+@pytest.mark.idle
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", [AFTER_SUMMARY, BEFORE_PROCESSING, AUTO_COMMIT])
 def test_a_kill_with_a_batch_in_flight_costs_what_the_commit_mode_says(

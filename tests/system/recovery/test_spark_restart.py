@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from backend.contracts import events_topic
 from backend.engine.server import SparkConnectServer
 from backend.fleet.simulator import FleetSimulator
@@ -28,7 +26,6 @@ def _spark_errors(log: EventLog, replica: str) -> list[dict]:
     return [e for e in log.of("error", replica) if str(e.get("error", "")).startswith("Spark:")]
 
 
-@pytest.mark.slow
 def test_replicas_pause_while_spark_is_down_and_resume_on_a_new_server(
         tmp_path: Path, kafka: KafkaSettings, unique: str, replica_fleet_factory,
         spark_factory) -> None:
