@@ -9,10 +9,14 @@ groups that dominate production clusters); four in five lag. Then a cold `Overvi
 - first screen: the first publication listing every group by name, and the first in which the
   visible rows are filled in (what the Groups page shows first);
 - every row: the end of the first cycle (every row described, lag in messages known);
-- per cycle: seconds and Admin API requests, and how many rows know their lag in seconds.
+- per cycle: seconds and Admin API requests, and how many rows know their lag in seconds;
+- with `--traced`, the Python objects the watcher keeps after the cycles (tracemalloc, from
+  the watcher's creation): what it holds per group once its windows and trends filled up
+  (`--cycles 41` fills the windows' 10 points, the trend's 60 take 60). tracemalloc slows
+  the run: its seconds are not comparable to an untraced run's.
 
     .venv/bin/python bench/overview.py [--groups 5000] [--partitions 2000] [--topics 100]
-                                       [--cycles 3] [--visible 50] [--json PATH]
+                                       [--cycles 3] [--visible 50] [--traced] [--json PATH]
 """
 
 from __future__ import annotations
@@ -64,7 +68,11 @@ def prepare(settings, groups: int, partitions: int, topics: int,
             "partitions": per_topic * topics}
 
 
-def run(settings, groups: int, cycles: int, visible: int, prefix: str) -> dict:
+def run(settings, groups: int, cycles: int, visible: int, prefix: str,
+        traced: bool = False) -> dict:
+    import gc
+    import tracemalloc
+
     from backend.netutil import wait_until
     from backend.observer.overview import OverviewWatcher
     from backend.observer.overview_collect import ClusterCollector
@@ -77,6 +85,8 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str) -> dict:
     finally:
         probe.close()
 
+    if traced:
+        tracemalloc.start()
     watcher = OverviewWatcher(settings, interval=0.0)
     shown = [f"{prefix}-group-{i:05d}" for i in range(visible)]
     watcher.prioritise(shown)
@@ -113,18 +123,26 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str) -> dict:
                 "lagging": len(lagging),
                 "lag_seconds_known": sum(r.max_lag_seconds is not None for r in lagging)})
         rss = _rss_mb()  # the watcher's process and its reader JVM, warm
+        if traced:
+            gc.collect()
+            rss["traced_python_objects"] = round(tracemalloc.get_traced_memory()[0] / 2**20, 1)
+            tracemalloc.stop()
     finally:
         watcher.stop()
     return {**{k: round(v, 2) for k, v in marks.items()}, "cycles": per_cycle, "rss_mb": rss}
 
 
 def _rss_mb() -> dict[str, float]:
+    """This process (the watcher) and its reader's JVM; not the bench's own broker, also a
+    child of this process (figures before 2026-11-29 counted it as the reader's)."""
     import psutil
 
+    from backend.kafka.javaadmin.gateway import MAIN_CLASS
+
     me = psutil.Process()
-    children = me.children(recursive=True)
+    readers = [c for c in me.children(recursive=True) if MAIN_CLASS in " ".join(c.cmdline())]
     python = me.memory_info().rss / 2**20
-    java = sum(c.memory_info().rss for c in children) / 2**20
+    java = sum(c.memory_info().rss for c in readers) / 2**20
     return {"python": round(python), "reader_jvm": round(java), "total": round(python + java)}
 
 
@@ -137,6 +155,8 @@ def main() -> int:
     ap.add_argument("--visible", type=int, default=50)
     ap.add_argument("--prefix", default="ovb", help="topic and group name prefix (default ovb)")
     ap.add_argument("--bootstrap", default=None, help="use this cluster instead of a new broker")
+    ap.add_argument("--traced", action="store_true",
+                    help="also the Python objects the watcher keeps (tracemalloc; slower)")
     ap.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     args = ap.parse_args()
 
@@ -144,7 +164,8 @@ def main() -> int:
     with Stack(bootstrap=args.bootstrap, need_spark=False) as stack, LoadSampler() as load:
         setup = prepare(stack.settings, args.groups, args.partitions, args.topics,
                         args.prefix)
-        result = run(stack.settings, args.groups, args.cycles, args.visible, args.prefix)
+        result = run(stack.settings, args.groups, args.cycles, args.visible, args.prefix,
+                     args.traced)
     result.update({"groups": args.groups, "topics": args.topics, "setup": setup,
                    "load_before": round(load_before, 2), "load": load.summary(),
                    "machine": machine()})
@@ -156,6 +177,10 @@ def main() -> int:
     rss = result["rss_mb"]
     print(f"  resident memory       {rss['total']} MiB (Python {rss['python']}, the reader's "
           f"JVM {rss['reader_jvm']})")
+    if args.traced:
+        kept = rss["traced_python_objects"]
+        print(f"  Python objects kept   {kept} MiB ({kept * 2**20 / args.groups:.0f} bytes a "
+              f"group, tracemalloc: this run's seconds are not comparable)")
     print(f"{'cycle':>5} {'seconds':>8} {'requests':>9} {'described':>10} {'errors':>7} "
           f"{'lagging':>8} {'lag s known':>11}")
     for c in result["cycles"]:

@@ -23,7 +23,8 @@ def test_overview_tiny(kafka, unique, tmp_path):
     out = tmp_path / "overview.json"
     proc = run([sys.executable, str(REPO / "bench" / "overview.py"), "--groups", "60",
                 "--partitions", "20", "--topics", "4", "--cycles", "2", "--visible", "10",
-                "--prefix", f"ovs{unique}", "--bootstrap", kafka.bootstrap, "--json", str(out)],
+                "--prefix", f"ovs{unique}", "--bootstrap", kafka.bootstrap, "--traced",
+                "--json", str(out)],
                cwd=REPO, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "every row filled" in proc.stdout
@@ -35,4 +36,5 @@ def test_overview_tiny(kafka, unique, tmp_path):
         # many groups per describe and per OffsetFetch: a handful of calls, not one a group
         assert 0 < cycle["requests"] < 30
     assert data["cycles"][-1]["lag_seconds_known"] == 48
+    assert 0 < data["rss_mb"]["traced_python_objects"] < data["rss_mb"]["python"]
     assert {"load_before", "load", "machine", "setup"} <= set(data)
