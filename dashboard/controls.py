@@ -87,6 +87,26 @@ def call_control(label: str, action: Callable[[Any], object]) -> object | None:
     return result
 
 
+def action_button(where: Any, label: str, key: str, act: Callable[[], object],
+                  **kwargs: Any) -> bool:
+    """A button whose action runs once per click, as its `on_click` callback; True in the run
+    that follows the click (for a follow-up such as `st.rerun`, never for the action).
+
+    Streamlit replays a click to the script's body when a newer rerun (a live fragment's
+    refresh) interrupts the run that had it, so that `if st.button(...)` still sees it: an
+    action written there ran twice for one click (a replica killed, then "not running
+    (killed)"; a Start would start two). A callback is not replayed. It runs before the
+    body, so `act` reads the other widgets' values from `st.session_state` (`widget`), as
+    the click left them."""
+    return where.button(label, key=key, on_click=act, **kwargs)
+
+
+def widget(key: str) -> Any:
+    """A widget's value as the last interaction left it (in an action's callback, before the
+    widget is drawn again)."""
+    return st.session_state.get(key)
+
+
 def show_answer(about: str = "") -> None:
     """The last control action's answer (one whose label contains `about`), for MESSAGE_S
     from the run that first shows it: counted from the action instead, an answer could expire
@@ -210,23 +230,19 @@ def _controls_panel(ctx: ViewContext) -> None:
     slot = st.container()  # the outcome of an action goes here, filled at the end
 
     running = [r.name for r in status.running] if status else []
-    name = st.selectbox("replica", running or ["(none)"], disabled=off or not running,
-                        key="ctl_replica")
+    st.selectbox("replica", running or ["(none)"], disabled=off or not running, key="ctl_replica")
     row = st.container(horizontal=True, wrap=True, gap="small")  # wraps where columns cut
-    if row.button("Kill", disabled=off or not running, key="ctl_kill",
-                 help="SIGKILL: the group notices after the session timeout"):
-        call_control(f"kill {name}", lambda c: c.kill(name))
-    if row.button("Stop", disabled=off or not running, key="ctl_stop",
-                 help="SIGTERM: finish the batch, commit, leave at once"):
-        call_control(f"stop {name}", lambda c: c.stop(name))
-    if row.button("Start", disabled=off, key="ctl_start", help="start one more replica"):
-        call_control("start", lambda c: c.start())
+    action_button(row, "Kill", "ctl_kill", _on_replica("kill"), disabled=off or not running,
+                  help="SIGKILL: the group notices after the session timeout")
+    action_button(row, "Stop", "ctl_stop", _on_replica("stop"), disabled=off or not running,
+                  help="SIGTERM: finish the batch, commit, leave at once")
+    action_button(row, "Start", "ctl_start", lambda: call_control("start", lambda c: c.start()),
+                  disabled=off, help="start one more replica")
 
-    count = st.number_input("replicas", min_value=0,
-                            max_value=max(1, status.max_replicas) if status else MAX_REPLICAS,
-                            value=len(running), step=1, disabled=off, key="ctl_scale_n")
-    if st.button("Scale", disabled=off, key="ctl_scale"):
-        call_control(f"scale to {int(count)}", lambda c: c.scale(int(count)))
+    st.number_input("replicas", min_value=0,
+                    max_value=max(1, status.max_replicas) if status else MAX_REPLICAS,
+                    value=len(running), step=1, disabled=off, key="ctl_scale_n")
+    action_button(st, "Scale", "ctl_scale", _scale, disabled=off)
 
     opts = status.options if status else None
     protocols = list(PROTOCOL_ASSIGNORS)
@@ -234,52 +250,76 @@ def _controls_panel(ctx: ViewContext) -> None:
                             index=protocols.index(opts.protocol)
                             if opts and opts.protocol in protocols else 0, key="ctl_protocol")
     assignors = PROTOCOL_ASSIGNORS[protocol]
-    assignor = st.selectbox("assignor", assignors, disabled=off,
-                            index=assignors.index(opts.assignor)
-                            if opts and opts.assignor in assignors else 0, key="ctl_assignor")
+    st.selectbox("assignor", assignors, disabled=off,
+                 index=assignors.index(opts.assignor)
+                 if opts and opts.assignor in assignors else 0, key="ctl_assignor")
     modes = list(COMMIT_MODES)
-    commit = st.selectbox("commit mode", modes, disabled=off, key="ctl_commit",
-                          index=modes.index(opts.commit) if opts and opts.commit in modes else 0,
-                          format_func=lambda m: f"{m} ({COMMIT_GUARANTEES[m]})",
-                          help="  \n".join(f"**{m}**: {t}" for m, t in COMMIT_MODES.items())
-                          + "  \nKill a replica under each and compare the Streams page's "
-                            "duplicates and gaps.")
-    static = st.toggle("static membership", value=bool(opts.static) if opts else False,
-                       disabled=off, key="ctl_static",
-                       help="group.instance.id = the replica's name: a quick restart moves "
-                            "nothing")
-    if st.button("Apply to new replicas", disabled=off, key="ctl_options"):
-        call_control("options", lambda c: c.set_options(protocol, assignor, static=static,
-                                                 commit=commit))
+    st.selectbox("commit mode", modes, disabled=off, key="ctl_commit",
+                 index=modes.index(opts.commit) if opts and opts.commit in modes else 0,
+                 format_func=lambda m: f"{m} ({COMMIT_GUARANTEES[m]})",
+                 help="  \n".join(f"**{m}**: {t}" for m, t in COMMIT_MODES.items())
+                 + "  \nKill a replica under each and compare the Streams page's "
+                   "duplicates and gaps.")
+    st.toggle("static membership", value=bool(opts.static) if opts else False,
+              disabled=off, key="ctl_static",
+              help="group.instance.id = the replica's name: a quick restart moves nothing")
+    action_button(st, "Apply to new replicas", "ctl_options", _options, disabled=off)
 
-    cap = st.number_input("capacity per replica (msg/s, 0 = no cap)", min_value=0.0,
-                          max_value=MAX_RATE, step=10.0, disabled=off, key="ctl_capacity",
-                          value=float(opts.max_rate or 0.0) if opts else 0.0,
-                          help="each replica takes at most this many messages a second, so "
-                               "adding replicas visibly lowers the lag; running replicas "
-                               "restart to take it")
-    if st.button("Set capacity", disabled=off, key="ctl_set_capacity"):
-        call_control("capacity", lambda c: c.set_capacity(float(cap) if cap > 0 else None))
+    st.number_input("capacity per replica (msg/s, 0 = no cap)", min_value=0.0,
+                    max_value=MAX_RATE, step=10.0, disabled=off, key="ctl_capacity",
+                    value=float(opts.max_rate or 0.0) if opts else 0.0,
+                    help="each replica takes at most this many messages a second, so "
+                         "adding replicas visibly lowers the lag; running replicas "
+                         "restart to take it")
+    action_button(st, "Set capacity", "ctl_set_capacity", _capacity, disabled=off)
 
     fleet = status.fleet if status else None
-    rate = st.number_input("producer rate (msg/s)", min_value=0.0, max_value=MAX_RATE,
-                           value=float(fleet.target_rate or 200.0) if fleet else 200.0,
-                           step=50.0, disabled=off or not fleet, key="ctl_rate")
-    streams = st.number_input("streams (cars)", min_value=1, max_value=MAX_STREAMS,
-                              value=fleet.streams if fleet else 12, step=1,
-                              disabled=off or not fleet, key="ctl_streams")
+    st.number_input("producer rate (msg/s)", min_value=0.0, max_value=MAX_RATE,
+                    value=float(fleet.target_rate or 200.0) if fleet else 200.0,
+                    step=50.0, disabled=off or not fleet, key="ctl_rate")
+    st.number_input("streams (cars)", min_value=1, max_value=MAX_STREAMS,
+                    value=fleet.streams if fleet else 12, step=1,
+                    disabled=off or not fleet, key="ctl_streams")
     f1, f2 = st.columns(2)
-    if f1.button("Set rate", disabled=off or not fleet, key="ctl_set_rate"):
-        call_control("rate", lambda c: c.set_rate(float(rate)))
-    if f2.button("Set streams", disabled=off or not fleet, key="ctl_set_streams"):
-        call_control("streams", lambda c: c.set_streams(int(streams)))
+    action_button(f1, "Set rate", "ctl_set_rate", lambda: call_control(
+        "rate", lambda c: c.set_rate(float(widget("ctl_rate")))), disabled=off or not fleet)
+    action_button(f2, "Set streams", "ctl_set_streams", lambda: call_control(
+        "streams", lambda c: c.set_streams(int(widget("ctl_streams")))),
+        disabled=off or not fleet)
 
     current = (status.partitions or 1) if status else 1
     total = st.number_input("partitions (total)", min_value=current,
                             max_value=max(current, MAX_PARTITIONS), value=current, step=1,
                             disabled=off, key="ctl_partitions")
-    if st.button("Add partitions", disabled=off or int(total) <= current, key="ctl_add_parts",
-                 help="moves some keys to new partitions: per-key order breaks across the change"):
-        call_control("partitions", lambda c: c.add_partitions(int(total)))
+    action_button(st, "Add partitions", "ctl_add_parts", lambda: call_control(
+        "partitions", lambda c: c.add_partitions(int(widget("ctl_partitions")))),
+        disabled=off or int(total) <= current,
+        help="moves some keys to new partitions: per-key order breaks across the change")
     with slot:
         show_answer()
+
+
+# ---- the panel's actions, as its buttons' callbacks (action_button) -----------------------
+
+def _on_replica(verb: str) -> Callable[[], object]:
+    def act() -> object:
+        name = widget("ctl_replica")
+        return call_control(f"{verb} {name}", lambda c: getattr(c, verb)(name))
+    return act
+
+
+def _scale() -> object:
+    count = int(widget("ctl_scale_n") or 0)
+    return call_control(f"scale to {count}", lambda c: c.scale(count))
+
+
+def _options() -> object:
+    return call_control("options", lambda c: c.set_options(
+        widget("ctl_protocol"), widget("ctl_assignor"), static=bool(widget("ctl_static")),
+        commit=widget("ctl_commit")))
+
+
+def _capacity() -> object:
+    cap = float(widget("ctl_capacity") or 0.0)
+    return call_control("capacity", lambda c: c.set_capacity(cap if cap > 0 else None))
+

@@ -18,7 +18,14 @@ from backend.contracts.lab import (
 )
 from dashboard import presenter
 from dashboard.context import env_context
-from dashboard.controls import call_control, disabled_reason, show_answer, supervisor_status
+from dashboard.controls import (
+    action_button,
+    call_control,
+    disabled_reason,
+    show_answer,
+    supervisor_status,
+    widget,
+)
 from dashboard.lab_model import (
     EVENT_BUTTONS,
     LAB_CSS,
@@ -47,6 +54,13 @@ def _lab() -> tuple[object, LabState | None]:
     return reading, (status.lab if status is not None else None)
 
 
+def _start() -> object:
+    """Start the lab with the form's choices (the Start button's callback)."""
+    return call_control("start the lab", lambda c: c.lab_start(
+        list(widget("lab_protocols") or ()), int(widget("lab_replicas")),
+        int(widget("lab_partitions"))))
+
+
 @st.fragment(run_every=2.0)
 def _controls() -> None:
     if presenter.session_role() is not Role.PRESENTER:
@@ -64,25 +78,23 @@ def _controls() -> None:
                 default=list(DEFAULT_LAB_PROTOCOLS), max_selections=MAX_LAB_GROUPS,
                 format_func=lambda name: LAB_PROTOCOLS[name].title, key="lab_protocols",
                 disabled=off)
-            replicas = cols[1].number_input("replicas a group", 1, MAX_LAB_REPLICAS, 2,
-                                            key="lab_replicas", disabled=off)
-            partitions = cols[2].number_input("partitions", 1, MAX_LAB_PARTITIONS, 6,
-                                              key="lab_partitions", disabled=off)
-            if cols[3].button("Start the lab", key="lab_start", type="primary",
-                              disabled=off or not chosen):
-                call_control("start the lab", lambda c: c.lab_start(
-                    list(chosen), int(replicas), int(partitions)))
+            cols[1].number_input("replicas a group", 1, MAX_LAB_REPLICAS, 2,
+                                 key="lab_replicas", disabled=off)
+            cols[2].number_input("partitions", 1, MAX_LAB_PARTITIONS, 6,
+                                 key="lab_partitions", disabled=off)
+            if action_button(cols[3], "Start the lab", "lab_start", _start, type="primary",
+                             disabled=off or not chosen):
                 st.rerun(scope="fragment")
     else:
         ready = lab.phase == "ready"
         cols = st.columns(len(LAB_EVENTS) + 1)
         for col, event in zip(cols, LAB_EVENTS, strict=False):
-            if col.button(EVENT_BUTTONS[event], key=f"lab_event_{event}",
-                          disabled=off or not ready, help=LAB_EVENTS[event],
-                          width="stretch"):
-                call_control(f"lab {event}", lambda c, e=event: c.lab_event(e))
-        if cols[-1].button("Stop the lab", key="lab_stop", disabled=off, width="stretch"):
-            call_control("stop the lab", lambda c: c.lab_stop())
+            action_button(col, EVENT_BUTTONS[event], f"lab_event_{event}",
+                          lambda e=event: call_control(f"lab {e}", lambda c: c.lab_event(e)),
+                          disabled=off or not ready, help=LAB_EVENTS[event], width="stretch")
+        if action_button(cols[-1], "Stop the lab", "lab_stop",
+                         lambda: call_control("stop the lab", lambda c: c.lab_stop()),
+                         disabled=off, width="stretch"):
             st.rerun(scope="fragment")
     show_answer("lab")
 

@@ -11,7 +11,14 @@ import streamlit as st
 from backend.contracts.control import MAX_REPLICAS
 from dashboard import presenter
 from dashboard.context import current_context
-from dashboard.controls import call_control, disabled_reason, show_answer, supervisor_status
+from dashboard.controls import (
+    action_button,
+    call_control,
+    disabled_reason,
+    show_answer,
+    supervisor_status,
+    widget,
+)
 from dashboard.figures import deliveries_figure
 from dashboard.live_model import feed_items
 from dashboard.pollers import observer_for, queue_poller
@@ -47,6 +54,22 @@ with st.container(border=True, key="queue-lesson"):
         "consumer is a Preview.")
 
 
+def _scale_both() -> None:
+    """Scale both groups to the numbers typed (the Scale button's callback)."""
+    n_cg, n_sg = int(widget("q_cg_n") or 0), int(widget("q_sg_n") or 0)
+    call_control(f"scale consumer group to {n_cg}", lambda c: c.scale(n_cg))
+    call_control(f"scale share group to {n_sg}", lambda c: c.share_scale(n_sg))
+
+
+def _kill() -> None:
+    """Kill the chosen replica of either group (the Kill button's callback)."""
+    kind, _, name = str(widget("q_victim") or "").partition("/")
+    if kind == "share":
+        call_control(f"kill {name} (share group)", lambda c: c.share_kill(name))
+    elif name:
+        call_control(f"kill {name}", lambda c: c.kill(name))
+
+
 @st.fragment(run_every=2.0)
 def _controls() -> None:
     if presenter.session_role() is not Role.PRESENTER:
@@ -59,24 +82,16 @@ def _controls() -> None:
     cg = [r.name for r in status.running] if status else []
     sg = [r.name for r in status.share.running] if status and status.share else []
     cols = st.columns(4)
-    n_cg = cols[0].number_input("consumer replicas", 0, MAX_REPLICAS, len(cg), disabled=off,
-                                key="q_cg_n")
-    n_sg = cols[1].number_input("share replicas", 0, MAX_REPLICAS, len(sg), disabled=off,
-                                key="q_sg_n")
-    if cols[2].button("Scale both", disabled=off, key="q_scale"):
-        call_control(f"scale consumer group to {int(n_cg)}", lambda c: c.scale(int(n_cg)))
-        call_control(f"scale share group to {int(n_sg)}", lambda c: c.share_scale(int(n_sg)))
+    cols[0].number_input("consumer replicas", 0, MAX_REPLICAS, len(cg), disabled=off,
+                         key="q_cg_n")
+    cols[1].number_input("share replicas", 0, MAX_REPLICAS, len(sg), disabled=off,
+                         key="q_sg_n")
+    action_button(cols[2], "Scale both", "q_scale", _scale_both, disabled=off)
     victims = [f"consumer/{n}" for n in cg] + [f"share/{n}" for n in sg]
-    victim = cols[3].selectbox("kill", victims or ["(none)"], disabled=off or not victims,
-                               key="q_victim")
-    if st.button("Kill", disabled=off or not victims, key="q_kill",
-                 help="SIGKILL: the consumer group waits for the session timeout; the share "
-                      "group's records come back after the lock time"):
-        kind, name = victim.split("/", 1)
-        if kind == "share":
-            call_control(f"kill {name} (share group)", lambda c: c.share_kill(name))
-        else:
-            call_control(f"kill {name}", lambda c: c.kill(name))
+    cols[3].selectbox("kill", victims or ["(none)"], disabled=off or not victims, key="q_victim")
+    action_button(st, "Kill", "q_kill", _kill, disabled=off or not victims,
+                  help="SIGKILL: the consumer group waits for the session timeout; the share "
+                       "group's records come back after the lock time")
     show_answer()
 
 

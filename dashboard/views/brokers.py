@@ -25,7 +25,7 @@ from backend.paths import data_dir
 from dashboard import live_model as lm
 from dashboard import presenter
 from dashboard.context import ViewContext
-from dashboard.controls import call_control, show_answer
+from dashboard.controls import action_button, call_control, show_answer
 from dashboard.panels import LANE_CSS, broker_card_html, brokers_html
 from dashboard.pollers import Reading, broker_poller, observer_for
 from dashboard.presenter import Role
@@ -92,10 +92,11 @@ def with_managed(brokers: Sequence[BrokerView], managed: frozenset[int]) -> list
     return sorted([*brokers, *extra], key=lambda b: b.broker_id)
 
 
-def _act(verb: str, broker_id: int) -> Callable[[ControlClient], object]:
+def _act(verb: str, broker_id: int) -> Callable[[], object]:
+    """A broker button's action (its callback: action_button)."""
     def call(client: ControlClient) -> object:
         return getattr(client, f"broker_{verb}")(broker_id)
-    return call
+    return lambda: call_control(f"{verb} broker {broker_id}", call)
 
 
 def _buttons(b: BrokerView, controls: BrokerControls, key: str) -> None:
@@ -103,16 +104,13 @@ def _buttons(b: BrokerView, controls: BrokerControls, key: str) -> None:
     i = b.broker_id
     # a row that wraps, not three columns: a button is as wide as its word on any screen
     row = st.container(horizontal=True, wrap=True, gap="small")
-    if row.button("Kill", key=f"{key}_kill_{i}", disabled=off or not b.up,
-                 help="SIGKILL: the controller notices after the broker's session timeout, "
-                      "then moves its leaders and shrinks the ISRs"):
-        call_control(f"kill broker {i}", _act("kill", i))
-    if row.button("Stop", key=f"{key}_stop_{i}", disabled=off or not b.up,
-                 help="SIGTERM: a controlled shutdown moves its leaders away first"):
-        call_control(f"stop broker {i}", _act("stop", i))
-    if row.button("Start", key=f"{key}_start_{i}", disabled=off or b.up,
-                 help="start it again: it catches up, then rejoins the ISRs"):
-        call_control(f"start broker {i}", _act("start", i))
+    action_button(row, "Kill", f"{key}_kill_{i}", _act("kill", i), disabled=off or not b.up,
+                  help="SIGKILL: the controller notices after the broker's session timeout, "
+                       "then moves its leaders and shrinks the ISRs")
+    action_button(row, "Stop", f"{key}_stop_{i}", _act("stop", i), disabled=off or not b.up,
+                  help="SIGTERM: a controlled shutdown moves its leaders away first")
+    action_button(row, "Start", f"{key}_start_{i}", _act("start", i), disabled=off or b.up,
+                  help="start it again: it catches up, then rejoins the ISRs")
 
 
 def draw_brokers(brokers: Sequence[BrokerView], under: int, offline: int, scope: str,

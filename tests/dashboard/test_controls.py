@@ -37,6 +37,31 @@ def test_an_answer_shows_however_long_its_action_took_then_goes():
     assert not at.success and not at.error  # not a broker's answer: the sidebar shows it
 
 
+def _one_button_page() -> None:
+    import streamlit as st
+
+    from dashboard.controls import action_button, widget
+
+    acted = st.session_state.setdefault("acted", [])
+    st.number_input("replicas", value=3, key="n")
+    if action_button(st, "Scale", "go", lambda: acted.append(widget("n"))):
+        st.session_state["followed"] = st.session_state.get("followed", 0) + 1
+
+
+def test_an_action_button_acts_once_per_click_on_the_values_the_click_left():
+    """The action is the button's callback: run once for the click (Streamlit replays a click
+    to the body of a run that a newer rerun interrupted, never to a callback), reading the
+    value typed in the same interaction, not the one the page drew before it."""
+    at = AppTest.from_function(_one_button_page).run()
+    at.number_input(key="n").set_value(7)
+    at.button(key="go").click().run()
+    assert at.session_state["acted"] == [7] and at.session_state["followed"] == 1
+    at.run()  # the next refresh: no click, no action
+    assert at.session_state["acted"] == [7] and at.session_state["followed"] == 1
+    at.button(key="go").click().run()
+    assert at.session_state["acted"] == [7, 7]
+
+
 def test_add_partitions_from_the_sidebar_reaches_the_cluster(
         monkeypatch, broker, kafka, unique, tmp_path, fresh_pollers, as_presenter):
     group, topic = f"ctl-{unique}", f"ctl-topic-{unique}"
