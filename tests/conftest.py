@@ -142,11 +142,17 @@ BROKER_LOG_TAIL = 2 << 20  # bytes of the session broker's log kept for a failed
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    """A failed test that used the session's broker leaves the tail of that broker's log in
-    the artifacts: the broker outlives the test, but its data folder is deleted with pytest's
-    temporary folders a few runs later, and a coordinator's or controller's side of a
-    failure is only ever written there."""
+    """A failed test leaves why in the artifacts as it fails (failed-<test>-<when>.txt), and,
+    when it used the session's broker, the tail of that broker's log: the broker outlives
+    the test, but its data folder is deleted with pytest's temporary folders a few runs
+    later, and a coordinator's or controller's side of a failure is only ever written
+    there."""
     report = yield
+    if report.failed:
+        # why it failed, at once: a lane aborted at its deadline never prints its summary
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / f"failed-{item.name[:80]}-{report.when}.txt").write_text(
+            f"{item.nodeid} ({report.when})\n{report.longreprtext}\n")
     node = getattr(item, "funcargs", {}).get("broker")
     if report.failed and isinstance(node, EmbeddedBroker) and node.log_file.exists():
         with node.log_file.open("rb") as log:

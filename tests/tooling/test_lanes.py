@@ -132,3 +132,19 @@ def test_a_lanes_failures_are_read_back_from_its_junit_report_with_their_reasons
     assert failures_in(tmp_path / "missing.xml") == []
     (tmp_path / "cut.xml").write_text("<testsuites><testsuite>")  # a lane killed mid-write
     assert failures_in(tmp_path / "cut.xml") == []
+
+
+def test_an_aborted_lane_still_says_why_its_tests_failed(tmp_path, monkeypatch, capsys):
+    import tests.lanes as lanes
+
+    monkeypatch.setattr(lanes, "ARTIFACTS", tmp_path)
+    (tmp_path / "failed-test_kill-call.txt").write_text(
+        "tests/x.py::test_kill (call)\n" + "\n".join(f"frame {i}" for i in range(50))
+        + "\nE   assert 2 == 1\n")
+    lanes.print_failures(["slow"], tail_lines=5)  # no slow-lane.xml: it was aborted
+    out = capsys.readouterr().out
+    assert "tests/x.py::test_kill (call)" in out and "E   assert 2 == 1" in out
+    assert "frame 10" not in out  # the end of the text only
+    (tmp_path / "slow-lane.xml").write_text("<testsuites/>")
+    lanes.print_failures(["slow"])  # a lane that wrote its report is read from it alone
+    assert capsys.readouterr().out == ""
