@@ -200,7 +200,7 @@ class LabRun:
             self._warm(tail)
             baseline_from = now_ms()
             before = psutil.cpu_times()
-            self._sleep_reading(tail, cfg.baseline_s)
+            self._baseline(tail, baseline_from)
             busy = busy_cores(before, psutil.cpu_times())
             event_ms = now_ms()
             self.take_cadence(tail, baseline_from, event_ms)
@@ -214,6 +214,36 @@ class LabRun:
                              busy_cores=busy, cores=psutil.cpu_count())
         finally:
             self.close()
+
+    def baseline_taken(self, tail: ProcessedTail, baseline_from: int, now: int,
+                       min_s: float) -> bool:
+        """Every group's cadence is known from `min_s` at least, and from three of its batch
+        intervals (a loaded laptop batches every few seconds; a share group's replicas,
+        slower to start, once had not processed a partition twice in 8 s): the event's
+        stall limit is taken from it."""
+        slowest = 0.0
+        for g in self.groups:
+            rhythm = cadence(batches(tail.writes[g.group]), baseline_from, now)
+            if rhythm is None:
+                return False
+            slowest = max(slowest, rhythm.typical_ms)
+        return now - baseline_from >= max(min_s * 1000, 3 * slowest)
+
+    def _baseline(self, tail: ProcessedTail, baseline_from: int) -> None:
+        """Read until `baseline_taken` (the config's baseline_s at least), or fail saying
+        which groups had no cadence after as long as a warm-up may take."""
+        cfg = self.config
+        deadline = time.monotonic() + cfg.baseline_s + cfg.warm_timeout_s
+        self._sleep_reading(tail, cfg.baseline_s)
+        while not self.baseline_taken(tail, baseline_from, now_ms(), cfg.baseline_s):
+            if time.monotonic() > deadline:
+                slow = [g.lab for g in self.groups
+                        if cadence(batches(tail.writes[g.group]), baseline_from, now_ms()) is None]
+                raise LabError(f"groups {', '.join(slow) or 'all'} processed no partition "
+                               f"twice in the {cfg.baseline_s + cfg.warm_timeout_s:.0f}s "
+                               "before the event, so no cadence to measure stalls against "
+                               "(replica logs under the lab's log directory say why)")
+            self._sleep_reading(tail, 1.0)
 
     def take_cadence(self, tail: ProcessedTail, baseline_from: int, event_ms: int) -> None:
         """Each group's stall limit, from its batches between the two times."""

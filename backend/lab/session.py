@@ -19,7 +19,6 @@ import psutil
 from backend.contracts.control import LabGroup, LabLane, LabState
 from backend.contracts.lab import Score
 from backend.errors import one_line
-from backend.lab.measure import batches, cadence
 from backend.lab.run import WARM_LOOKBACK_MS, LabRun, busy_cores, now_ms
 from backend.lab.tail import ProcessedTail
 from backend.pool.processes import PoolError
@@ -145,7 +144,7 @@ class LabSession:
                                f"{self.run.config.warm_timeout_s:.0f}s: its replicas' logs "
                                "say why")
         elif phase == BASELINE:
-            if self._baseline_taken(tail, now):
+            if self.run.baseline_taken(tail, self._baseline_from, now, MIN_BASELINE_S):
                 with self._lock:
                     self._phase = READY
         elif phase == READY:
@@ -170,17 +169,6 @@ class LabSession:
                     self._quiet_since = None
         elif phase == MEASURING:
             self._measure(tail, now)
-
-    def _baseline_taken(self, tail: ProcessedTail, now: int) -> bool:
-        """Every group's cadence is known from MIN_BASELINE_S, and from three of its batch
-        intervals at least (a loaded laptop batches every few seconds)."""
-        slowest = 0.0
-        for g in self.run.groups:
-            rhythm = cadence(batches(tail.writes[g.group]), self._baseline_from, now)
-            if rhythm is None:
-                return False
-            slowest = max(slowest, rhythm.typical_ms)
-        return now - self._baseline_from >= max(MIN_BASELINE_S * 1000, 3 * slowest)
 
     def _measure(self, tail: ProcessedTail, now: int) -> None:
         assert self._event_ms is not None

@@ -149,3 +149,18 @@ def test_busy_cores_are_the_share_of_time_not_idle_times_the_cores(monkeypatch) 
     monkeypatch.setattr(run.psutil, "cpu_count", lambda: 2)
     before, after = Times(10, 5, 80, 5), Times(40, 15, 120, 5)  # 40 of 80 s busy
     assert run.busy_cores(before, after) == 1.0
+
+
+def test_an_event_waits_until_every_groups_cadence_is_known_from_three_of_its_intervals():
+    from types import SimpleNamespace
+
+    lab = run.LabRun.__new__(run.LabRun)  # the rule reads the groups and the tail alone
+    lab.groups = [SimpleNamespace(group="fast"), SimpleNamespace(group="share")]
+    writes = {"fast": steady(0, "ada", 0, 20_000), "share": []}
+    tail = SimpleNamespace(writes=writes)
+    # the share group has not processed a partition twice: no cadence, no event
+    assert not lab.baseline_taken(tail, 0, 8_000, min_s=8.0)
+    writes["share"] = steady(0, "bea", 2_000, 20_000, every=4_000)  # 2 000, 6 000, 10 000, …
+    assert not lab.baseline_taken(tail, 0, 8_000, min_s=8.0)  # known, from one interval
+    assert lab.baseline_taken(tail, 0, 12_000, min_s=8.0)  # three of its 4 s intervals
+    assert not lab.baseline_taken(tail, 0, 12_000, min_s=15.0)  # and never under min_s
