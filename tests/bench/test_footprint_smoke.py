@@ -59,8 +59,13 @@ def test_footprint_tiny(tmp_path, stack):
     account = run["replica_log"]
     assert any("becomes replica" in ln for ln in account), account
     assert any("first batch:" in ln and "(Spark " in ln for ln in account), account
-    cold = run["cold_start_replica_s"]
-    assert 0 < cold["started"] <= cold["assigned"] <= cold["first batch"], cold
+    # the second start is cold, unless the first outlasted the next standby's delay (a slow
+    # machine's): then the bench says it found a standby, and leaves the cold figures out
+    if run["second_start_from_standby"]:
+        assert "cold_start_replica_s" not in run, run
+    else:
+        cold = run["cold_start_replica_s"]
+        assert 0 < cold["started"] <= cold["assigned"] <= cold["first batch"], cold
     roles = data["summary"]["rss_mb"]
     for role in ("broker", "spark", "backend", "web", "replica (any)"):
         assert role in roles and roles[role]["median"] > 10, (role, roles)
