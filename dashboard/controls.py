@@ -92,13 +92,28 @@ def action_button(where: Any, label: str, key: str, act: Callable[[], object],
     """A button whose action runs once per click, as its `on_click` callback; True in the run
     that follows the click (for a follow-up such as `st.rerun`, never for the action).
 
-    Streamlit replays a click to the script's body when a newer rerun (a live fragment's
-    refresh) interrupts the run that had it, so that `if st.button(...)` still sees it: an
-    action written there ran twice for one click (a replica killed, then "not running
-    (killed)"; a Start would start two). A callback is not replayed. It runs before the
-    body, so `act` reads the other widgets' values from `st.session_state` (`widget`), as
+    Streamlit runs a click's callback again when live fragments' refreshes interrupt the run
+    that had it (the click's trigger is kept for the next run): one Kill click was seen to
+    kill a replica three times in 0.5 s at load 25, and "not running (killed)" was the
+    answer shown. So a click on the same button within REPEAT_S of the last one taken is
+    the same click (a presenter's double-click too); `act` runs for the first alone. It runs
+    before the body, so it reads the other widgets from `st.session_state` (`widget`), as
     the click left them."""
-    return where.button(label, key=key, on_click=act, **kwargs)
+    return where.button(label, key=key, on_click=_once, args=(key, act), **kwargs)
+
+
+REPEAT_S = 2.5
+_LAST_CLICK = "gs_last_click"
+
+
+def _once(key: str, act: Callable[[], object]) -> object | None:
+    now = time.monotonic()
+    last = st.session_state.get(_LAST_CLICK)
+    if last is not None and last[0] == key and now - last[1] < REPEAT_S:
+        presenter.log.info("click on %r again within %.1f s: taken once", key, REPEAT_S)
+        return None
+    st.session_state[_LAST_CLICK] = (key, now)
+    return act()
 
 
 def widget(key: str) -> Any:
