@@ -150,14 +150,14 @@ def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Ep
         shown = rows()
         return shown if len(shown) == 4 else None
 
-    table = wait_until(four_rows, 30, what="four episodes in the table")
+    table = wait_until(four_rows, 90, what="four episodes in the table")  # 30 s: not at load 29
     causes = [next(c for c in row if c in (CRASHED, LEFT, EXPIRED, JOINED)) for row in table]
     assert causes == [CRASHED, LEFT, EXPIRED, JOINED], table
 
     # the lag chart: the line and a band per episode, each cause in the legend
     chart = page.locator(".st-key-timeline_lag .js-plotly-plot").first
-    chart.wait_for(timeout=30_000)
-    wait_until(lambda: page.locator(".st-key-timeline_lag .barlayer .point").count() >= 4, 30,
+    chart.wait_for(timeout=90_000)
+    wait_until(lambda: page.locator(".st-key-timeline_lag .barlayer .point").count() >= 4, 90,
                what="a band per episode on the lag chart")
     line = page.locator(".st-key-timeline_lag .scatterlayer path.js-line")
     wait_until(lambda: any(len(line.nth(i).get_attribute("d") or "") > 100
@@ -168,7 +168,7 @@ def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Ep
         return " ".join(page.locator(".st-key-timeline_lag .legendtext").all_text_contents())
 
     try:
-        wait_until(lambda: all(c in legend() for c in (CRASHED, LEFT, EXPIRED, JOINED)), 30,
+        wait_until(lambda: all(c in legend() for c in (CRASHED, LEFT, EXPIRED, JOINED)), 90,
                    interval=0.5, what="every cause in the chart's legend")
     except TimeoutError:
         raise AssertionError(f"the legend reads {legend()!r}") from None
@@ -189,7 +189,7 @@ def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Ep
         except TimeoutError:
             if time.monotonic() >= deadline:
                 raise
-    wait_until(lambda: page.locator(".st-key-timeline_lag .barlayer .point").count() >= 4, 30,
+    wait_until(lambda: page.locator(".st-key-timeline_lag .barlayer .point").count() >= 4, 90,
                what="the bands on the last hour's chart")
     page.screenshot(path=str(artifacts_dir / SHOT))
     # a band names its cause and evidence on hover, not by its colour alone
@@ -226,7 +226,7 @@ def _hover(page, band: int, expected: str) -> str:
         text = " ".join(label.all_text_contents())
         return text if expected in text else None
 
-    return wait_until(showing, 30, interval=0.5, what=f"{expected!r} on hover")
+    return wait_until(showing, 90, interval=0.5, what=f"{expected!r} on hover")
 
 
 def _unreadable(page, url: str, path: Path) -> None:
