@@ -116,9 +116,20 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
 
             wait_until(replay_open, 90, interval=8.0, what="the replay's Preview drawn")
             tables = page.locator(".st-key-replay [data-testid='stDataFrame']")
-            press_until(page, "rp_preview", lambda: tables.count() == 2  # per partition, car
-                        and "records, skips" in _text(page, "replay"), 60,
-                        what="the replay's preview", shown=lambda: _text(page, "replay"))
+
+            def previewed() -> bool:
+                """The preview's two tables (per partition, per car) shown; else Preview
+                clicked (again: a preview changes nothing), the expander opened first when a
+                rerun closed it (at load 29 the button was gone for the rest of a minute)."""
+                if tables.count() == 2 and "records, skips" in _text(page, "replay"):
+                    return True
+                if not button(page, "rp_preview").is_visible():
+                    page.locator(".st-key-replay summary").first.click(timeout=10_000)
+                    return False
+                button(page, "rp_preview").click(timeout=10_000)
+                return False
+
+            wait_until(previewed, 150, interval=15.0, what="the replay's preview")
             _shot(page, artifacts_dir, "replay-preview")
             before = len(control.status().running)
             moved = page.get_by_text("replay: moved to earliest:")

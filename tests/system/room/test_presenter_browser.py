@@ -21,7 +21,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from backend.contracts.room import ENV_ROOM_ADDRESS, PASSCODE_TRIES
 from backend.netutil import free_port, wait_until
 from dashboard.presenter import ENV_LOCKOUT_S
-from tests.dashboard.browser import web_server
+from tests.dashboard.browser import wait_shown, web_server
 from tests.system.room.conftest import PASSCODE, write_room
 from tests.system.room.netns import Laptop
 
@@ -383,7 +383,12 @@ def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_un
             shot(page, artifacts_dir, "room-viewer-unlocked")
             other = page.context.new_page()
             open_app(other, room.room_url)
-            passcode_box(other).wait_for(timeout=60_000)
+            try:  # a first render at load 29 took more than 60 s
+                wait_shown(other, passcode_box(other), 120)
+            except PlaywrightTimeout:
+                print("the other tab showed:", other.inner_text("body")[-3000:],
+                      "\nits controls:", ctl_keys(other))
+                raise
             assert ctl_keys(other) == []
         log = room.log_text()
         assert f"presenter passcode accepted from {laptop.laptop_address}" in log
