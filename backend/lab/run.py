@@ -403,7 +403,10 @@ class LabRun:
 
     def done(self, tail: ProcessedTail, g: _Group, event_ms: int) -> bool:
         """The group is over the event: what the event asked of it happened, and every
-        partition processed a batch within the stall limit of now."""
+        partition processed a batch since the event, the last within the stall limit of now.
+        Since the event: a victim's partitions keep their last batch from before it, which
+        looks recent for a whole stall limit (17 s at a 4 s cadence on a loaded machine);
+        the Lab page once ended a kill's measurement after 6 s, before any group rebalanced."""
         if g.bouncing is not None:
             return False
         if g.added is not None and not _wrote_since(tail, g.group, g.added, event_ms):
@@ -413,7 +416,8 @@ class LabRun:
                 p for p, t in latest.items() if t > event_ms}:
             return False
         now = now_ms()
-        return bool(latest) and all(now - t <= g.silence_ms for t in latest.values())
+        return bool(latest) and all(t > event_ms and now - t <= g.silence_ms
+                                    for t in latest.values())
 
     def notes(self, g: _Group) -> list[str]:
         if g.victim:

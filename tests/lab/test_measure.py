@@ -164,3 +164,20 @@ def test_an_event_waits_until_every_groups_cadence_is_known_from_three_of_its_in
     assert not lab.baseline_taken(tail, 0, 8_000, min_s=8.0)  # known, from one interval
     assert lab.baseline_taken(tail, 0, 12_000, min_s=8.0)  # three of its 4 s intervals
     assert not lab.baseline_taken(tail, 0, 12_000, min_s=15.0)  # and never under min_s
+
+
+def test_a_group_is_over_an_event_once_every_partition_processed_a_batch_since(monkeypatch):
+    from types import SimpleNamespace
+
+    lab = run.LabRun.__new__(run.LabRun)
+    lab.fed_after = None
+    group = run._Group("eager", "g", pool=None, silence_ms=17_000)
+    monkeypatch.setattr(run, "now_ms", lambda: EVENT + 6_000)
+    # 6 s after a kill at a 4 s cadence: the survivor's partition 1 processed since, the
+    # victim's partition 0 last before the event; within the stall limit, but not over
+    tail = SimpleNamespace(latest={"g": {0: EVENT - 1_000, 1: EVENT + 3_000}})
+    assert not lab.done(tail, group, EVENT)
+    tail.latest["g"][0] = EVENT + 5_000  # taken over and processed: over
+    assert lab.done(tail, group, EVENT)
+    monkeypatch.setattr(run, "now_ms", lambda: EVENT + 30_000)  # then silent past the limit
+    assert not lab.done(tail, group, EVENT)
