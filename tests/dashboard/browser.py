@@ -68,6 +68,9 @@ def web_server(env: dict[str, str], log_path: Path,
         terminate(proc, 15, group=True)
 
 
+DEFAULT_TIMEOUT_MS = 90_000
+
+
 @contextmanager
 def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CHROMIUM):
     """A Playwright page in Debian's Chromium with a fresh profile; closed on exit.
@@ -84,6 +87,9 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
             ctx = pw.chromium.launch_persistent_context(
                 profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
                 viewport={"width": viewport[0], "height": viewport[1]})
+            # what a call names no timeout for (a full-page screenshot, a click): Playwright's
+            # 30 s ran out for a 1600x2200 screenshot at load 18
+            ctx.set_default_timeout(DEFAULT_TIMEOUT_MS)
             try:
                 page = ctx.pages[0] if ctx.pages else ctx.new_page()
                 try:
