@@ -21,6 +21,9 @@ from backend.spark.executors import ExecutorInfo, executors_at
 from backend.spark.session import DEFAULT_PORT, check_engine
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+# how long a start may take: a two-worker cluster beside a three-node broker on a loaded 2-core
+# laptop took 105 s to accept connections, and its executors were not all registered at 120 s
+START_TIMEOUT_S = 240.0
 # The engine's heap (-Xms = -Xmx, pre-touched: see command()), so its RSS is this plus what a
 # JVM running Spark keeps outside the heap (classes, compiled code, GC tables, thread stacks,
 # gRPC's buffers). This size keeps the engine under the demo's 1 GB target with three
@@ -162,7 +165,7 @@ class SparkConnectServer:
             cmd += ["--conf", f"{key}={value}"]
         return cmd
 
-    def start(self, timeout: float = 120.0, warm_up: bool = True,
+    def start(self, timeout: float = START_TIMEOUT_S, warm_up: bool = True,
               query: bool = True) -> SparkConnectServer:
         """With workers: the master and workers first, then the driver on them; whatever
         fails, nothing started is left running. Ports are checked before anything starts."""
@@ -176,7 +179,7 @@ class SparkConnectServer:
         self.ready_s = time.monotonic() - t0
         return self
 
-    def launch(self, timeout: float = 120.0) -> None:
+    def launch(self, timeout: float = START_TIMEOUT_S) -> None:
         """Start's first half: check the ports and spawn (a cluster's master and workers
         first), without waiting for the driver to answer; whoever needs it waits (`make
         test`'s runner launches one for every lane, each lane waits for it). Call from a

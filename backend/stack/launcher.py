@@ -43,6 +43,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from backend.contracts.history import ENV_RESTARTED_BY_UP
+from backend.engine.server import START_TIMEOUT_S
 from backend.kafka.settings import resolve_settings
 from backend.netutil import port_open, wait_until
 from backend.paths import data_dir
@@ -59,7 +60,7 @@ from backend.spark.session import check_engine
 from backend.stack.config import StackConfig
 from backend.stack.procfile import REPO_ROOT, ProcessType, ProcfileError, read_procfile
 
-READY_TIMEOUT = {"broker": 90.0, "spark": 180.0, "backend": 120.0, "web": 60.0}
+READY_TIMEOUT = {"broker": 90.0, "spark": START_TIMEOUT_S + 30, "backend": 120.0, "web": 60.0}
 # What must be ready before a process type starts; a type not listed needs nothing and starts
 # at once. Start and stop order both follow from this table alone.
 NEEDS: dict[str, tuple[str, ...]] = {
