@@ -172,7 +172,7 @@ def send(page: Any, msg: BackMsg) -> None:
     socket is reconnecting (a CI run found none open right after a forged rerun) gets it on
     its next one."""
     data = list(msg.SerializeToString())
-    wait_until(lambda: page.evaluate(SEND_JS, data) >= 1, 30, interval=0.2,
+    wait_until(lambda: page.evaluate(SEND_JS, data) >= 1, 90, interval=0.2,  # 30: not at load 20
                what="an open websocket on the page to send on")
 
 
