@@ -133,13 +133,38 @@ class ShareReplica:
         beat = (time.monotonic(), self.processed, self.held_s)
         try:
             while not self.stopping and (max_batches is None or self.batches < max_batches):
-                polled = self._poll(consumer)
-                if polled is not None:
-                    self._handle(consumer, polled)
+                if not self._failures or self._spark_answers():
+                    polled = self._poll(consumer)
+                    if polled is not None:
+                        self._handle(consumer, polled)
                 if time.monotonic() - beat[0] >= HEARTBEAT_S:
                     beat = self._heartbeat(*beat)
         finally:
             self.close()
+
+    def _spark_answers(self) -> bool:
+        """After a failed batch: whether Spark answers again. Until it does, the replica
+        takes no records. Each batch it took and gave back would count a delivery against
+        every record in it, and the broker hands the lowest released offsets out first, so
+        the same records came back to it again and again: at the broker's delivery limit (5
+        by default) a record is archived, never summarised by anyone. The members whose
+        Spark works take them instead."""
+        try:
+            self.spark.keep_alive()
+        except Exception as exc:  # still down: stay a member, take nothing, back off
+            self.spark.reset()
+            self._failures += 1
+            log.warning("Spark still unreachable (%s): taking no records", one_line(exc))
+            self._back_off()
+            return False
+        self._failures = 0
+        return True
+
+    def _back_off(self) -> None:
+        """Sleep the failures' back-off (doubling to BACKOFF_MAX_S), waking for a stop."""
+        until = time.monotonic() + min(BACKOFF_MAX_S, 0.5 * 2 ** (self._failures - 1))
+        while not self.stopping and time.monotonic() < until:
+            time.sleep(min(0.2, max(0.0, until - time.monotonic())))
 
     def _heartbeat(self, since: float, processed: int, held_s: float
                    ) -> tuple[float, int, float]:
@@ -190,11 +215,10 @@ class ShareReplica:
             self._acknowledge(consumer, polled, lambda _m: AcknowledgeType.RELEASE)
             self.released += len(polled.messages)
             self._failures += 1
-            wait = min(BACKOFF_MAX_S, 0.5 * 2 ** (self._failures - 1))
-            log.warning("share batch of %d records released (%s); retrying in %.1f s",
-                        len(polled.messages), one_line(exc), wait)
+            log.warning("share batch of %d records released (%s)", len(polled.messages),
+                        one_line(exc))
             self.telemetry.emit(EventType.ERROR, error=one_line(exc)[:300], share=True)
-            time.sleep(wait)
+            self._back_off()
             return
         self._failures = 0
         rejected = {(d.partition, d.offset) for d in dead}

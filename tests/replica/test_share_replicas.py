@@ -21,6 +21,7 @@ from backend.contracts import deltas_topic, events_topic
 from backend.contracts.queue_summary import QueueDelta, QueueSummary, fold_deltas
 from backend.kafka.settings import KafkaSettings
 from backend.kafka.topics import TopicSpec, ensure
+from backend.netutil import free_port
 from tests.replica.harness import ContractProducer, CuttableProxy, EventLog, ReplicaFleet
 
 PARTITIONS = 2
@@ -83,9 +84,10 @@ def _processed(events: EventLog, name: str) -> int:
 def test_share_replicas_beyond_the_partitions_all_work_out_of_order_and_lose_nothing(
         kafka, spark_remote, share):
     """Three sharers on two partitions all work. Then alice's Spark is cut off while she
-    holds records: after the lock time the broker hands them to bruno or chen, who have
-    meanwhile summarised later records of the same cars, so those cars' records arrive out
-    of order, by construction rather than by the broker's hand-out order."""
+    works: the batch she holds fails and goes back (released, or taken after the lock time)
+    to bruno or chen, who have meanwhile summarised later records of the same cars, so those
+    cars' records arrive out of order, by construction rather than by the broker's hand-out
+    order. Alice takes nothing more while her Spark is down."""
     fleet, events = share
     names = ("alice", "bruno", "chen")
     target = urlparse(spark_remote.replace("sc://", "http://"))
@@ -99,14 +101,14 @@ def test_share_replicas_beyond_the_partitions_all_work_out_of_order_and_lose_not
     try:
         fleet.wait(lambda: all(_processed(events, n) > 0 for n in names), 120,
                    "three share replicas on two partitions all processing")
-        taken = fleet.output("alice").count("acquired")
         proxy.cut()
-        fleet.wait(lambda: fleet.output("alice").count("acquired") > taken, 60,
-                   "alice holding records she cannot summarise")
-        # alice still polls while cut off and releases what she cannot summarise, so she
-        # may be handed some records back herself: wait for the others to get some
+        fleet.wait(lambda: "records released" in fleet.output("alice"), 90,
+                   "alice giving back a batch she cannot summarise")
         fleet.wait(lambda: [e for e in events.of("redelivered") if e["replica"] in names[1:]],
-                   60, "alice's records handed to another after the lock time")
+                   90, "alice's records handed to another")
+        fleet.wait(lambda: "Spark still unreachable" in fleet.output("alice"), 60,
+                   "alice finding her Spark still down")
+        taken = fleet.output("alice").count("acquired")
     finally:
         produced = producer.stop()
         proxy.close()
@@ -116,12 +118,34 @@ def test_share_replicas_beyond_the_partitions_all_work_out_of_order_and_lose_not
     for s in summaries.values():
         assert s.lost == 0, s
         assert s.duplicates <= s.redelivered, s
+    assert fleet.output("alice").count("acquired") == taken  # nothing while her Spark is down
     workers = {r for s in summaries.values() for r, n in s.replicas.items() if n > 0}
     assert workers == set(names)
     assert sum(s.out_of_order for s in summaries.values()) > 0
     # the sharers' heartbeats say how fast they accept and how many records they hold
     beats = [e for e in events.of("heartbeat") if e["replica"] in names[1:]]
     assert any(float(e["rate"]) > 0 and float(e["in_flight"]) > 0 for e in beats)
+
+
+@pytest.mark.timeout(180)
+def test_a_share_replica_whose_spark_is_down_gives_its_batch_back_and_takes_no_more(
+        kafka, share):
+    """A sharer that cannot reach Spark releases the batch it took and then takes nothing
+    until Spark answers. Taking and releasing again and again spent the records' deliveries:
+    the broker hands the lowest released offsets out first, so the same records came back
+    to it, and at the delivery limit (5) a record is archived, summarised by no one."""
+    fleet, _ = share
+    fleet.spark_remote = f"sc://127.0.0.1:{free_port()}"  # nothing listens there
+    fleet.start("alice", "--share")
+    producer = ContractProducer(kafka, fleet.topic, streams=STREAMS, rate=300).start()
+    try:
+        fleet.wait(lambda: fleet.output("alice").count("Spark still unreachable") >= 3, 90,
+                   "alice's Spark found down three times after her first batch")
+    finally:
+        producer.stop()
+    log = fleet.output("alice")
+    assert log.count("acquired") == 1, log[-3000:]
+    assert log.count("records released") == 1, log[-3000:]
 
 
 @pytest.mark.timeout(240)
