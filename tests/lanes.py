@@ -76,6 +76,8 @@ MAIN = "not slow and not idle"
 LIMIT_S = float(os.environ.get("GROUPSCOPE_LANES_LIMIT_S", 70 * 60))
 FOLLOW_EVERY_S = 2.0
 FAILURE_TAIL_LINES = 30
+DIGEST_CHARS = 240
+WHOLE = 10**9  # failures_in's tail_lines for a failure's whole text
 CHOOSING = ("-m", "-k", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
             "--stepwise", "--deselect")
 
@@ -143,18 +145,41 @@ def failures_in(report: Path, tail_lines: int = FAILURE_TAIL_LINES) -> list[tupl
     return found
 
 
+def digest(test: str, text: str) -> str:
+    """One line for a failure: the test, where in a test file it failed (the deepest frame
+    of a tests/ file) and the first line of its error."""
+    lines = text.splitlines()
+    where = next((ln.split(":", 2)[0] + ":" + ln.split(":", 2)[1] for ln in reversed(lines)
+                  if ln.startswith("tests/") and ln.split(":", 2)[1:2] != []
+                  and ln.split(":", 2)[1].isdigit()), "")
+    error = next((ln[1:].strip() for ln in lines if ln.startswith("E ")),
+                 lines[1] if len(lines) > 1 else "")
+    return f"{test}{' at ' + where if where else ''}: {error[:DIGEST_CHARS]}"
+
+
 def print_failures(names: list[str], tail_lines: int = FAILURE_TAIL_LINES) -> None:
     """Every lane's failures once more, at the very end of the run's output; for a lane with
-    no report (aborted at the deadline), what its failed tests left as they failed."""
+    no report (aborted at the deadline), what its failed tests left as they failed. Last, a
+    line per failure: a CI that shows only the output's last lines still names them all."""
+    found: list[tuple[str, str]] = []
     for name in names:
-        for test, text in failures_in(lane_report(name)):
+        whole = failures_in(lane_report(name), tail_lines=WHOLE)
+        for (test, text), (_, all_of_it) in zip(failures_in(lane_report(name)), whole,
+                                                strict=True):
             print(f"\nlanes: {name} lane: {test}\n{text}", flush=True)
-    if all(lane_report(name).exists() for name in names):
-        return
-    for path in sorted(ARTIFACTS.glob("failed-*.txt")):
-        lines = path.read_text(errors="replace").splitlines()
-        print(f"\nlanes: {path.name}\n" + "\n".join(lines[:1] + lines[1 - tail_lines:]),
-              flush=True)
+            found.append((f"{name} lane: {test}", all_of_it))
+    if not all(lane_report(name).exists() for name in names):
+        for path in sorted(ARTIFACTS.glob("failed-*.txt")):
+            lines = path.read_text(errors="replace").splitlines()
+            text = "\n".join(lines[:1] + lines[1 - tail_lines:])
+            print(f"\nlanes: {path.name}\n{text}", flush=True)
+            found.append((lines[0] if lines else path.name,
+                          "\n".join(lines[:1] + [ln for ln in lines if ln.startswith("E ")][:1]
+                                     + [ln for ln in lines if ln.startswith("tests/")])))
+    if found:
+        print(f"\nlanes: {len(found)} failed, one line each:", flush=True)
+        for test, text in found:
+            print("  " + digest(test, text), flush=True)
 
 
 def argv_log() -> Path:

@@ -145,6 +145,21 @@ def test_an_aborted_lane_still_says_why_its_tests_failed(tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     assert "tests/x.py::test_kill (call)" in out and "E   assert 2 == 1" in out
     assert "frame 10" not in out  # the end of the text only
+    assert out.rstrip().endswith("tests/x.py::test_kill (call): assert 2 == 1")
     (tmp_path / "slow-lane.xml").write_text("<testsuites/>")
     lanes.print_failures(["slow"])  # a lane that wrote its report is read from it alone
     assert capsys.readouterr().out == ""
+
+
+def test_a_failure_in_one_line_names_the_test_file_line_and_the_error():
+    from tests.lanes import digest
+
+    text = ("Timeout 90000ms exceeded.\n    def helper():\n"
+            "tests/system/room/test_room_stack.py:130: in test_a_laptop\n"
+            "    save_shot(page)\n.venv/lib/site.py:58: in run\n"
+            "E   playwright._impl._errors.TimeoutError: Page.screenshot: Timeout\n"
+            "E   Call log:\n")
+    assert digest("slow lane: FAILURE t::a", text) == (
+        "slow lane: FAILURE t::a at tests/system/room/test_room_stack.py:130: "
+        "playwright._impl._errors.TimeoutError: Page.screenshot: Timeout")
+    assert digest("x", "only a message") == "x: "
