@@ -172,9 +172,17 @@ def test_adding_replicas_turns_the_lag_until_there_is_one_per_partition(capped: 
 
         snap = _scale_to(b, observer, ["ada", "bruno", "chloe"])
         assert [m.partitions for m in snap.members if m.client_id == "chloe"] == [()]
+        before = events.of("heartbeat", replica="chloe")
         three = _measure(observer, "3 replicas")
         assert three.consumed <= 2 * CAP * (1 + MARGIN), three  # two caps, not three
-        assert three.lag >= two.lag - 2 * CAP * MARGIN, (two, three)  # no better than two
+        # no better than two because the third works on nothing over the window: said by its
+        # heartbeats, not by comparing two windows' lag slopes, which the machine's load
+        # decides (at load 25 two replicas took 94 msg/s of their 100, then caught up while
+        # three were measured)
+        after = events.of("heartbeat", replica="chloe")
+        assert len(after) > len(before), "no heartbeat from chloe over the window"
+        assert after[-1]["idle"] and after[-1]["processed"] == (
+            before[-1]["processed"] if before else 0), (before[-1:], after[-1:])
         status = b.status()
         assert {r.name: r.max_rate for r in status.running} == dict.fromkeys(
             ("ada", "bruno", "chloe"), CAP)
