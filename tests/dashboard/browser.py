@@ -103,6 +103,26 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
         shutil.rmtree(profile, ignore_errors=True)
 
 
+SHOT_TIMEOUT_MS = 30_000
+
+
+def save_shot(page, path: Path | str, full_page: bool = True) -> bool:
+    """A picture of `page` for test-artifacts/, never a test's verdict: a shot that cannot be
+    taken is said and skipped. A full-page shot makes Chromium lay the page out at its whole
+    height and wait for a frame; on a live page at load 25 (fragments redrawing every half
+    second) no frame came within 90 s, and the room's test failed on its picture alone. Then
+    the visible part is taken instead, and failing that nothing."""
+    tries = [full_page, False] if full_page else [False]
+    for whole in tries:
+        try:
+            page.screenshot(path=str(path), full_page=whole, timeout=SHOT_TIMEOUT_MS)
+            return True
+        except Exception as exc:  # Playwright's timeout, or the page went away
+            print(f"screenshot {Path(path).name} ({'full page' if whole else 'viewport'}) "
+                  f"not taken: {str(exc).splitlines()[0]}")
+    return False
+
+
 # Streamlit's frontend fetches an element's code (the table, a select box) when a page first
 # shows one. In a CI run at load 25 one such fetch was lost and the page said this where the
 # Groups table belonged, for good: a reader would reload, and so does a test that opens one.

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.netutil import wait_until
+from tests.dashboard.browser import save_shot
 
 # Elements whose text is a label a person reads: checked for cuts and wraps.
 LABELS = ", ".join((
@@ -235,7 +236,7 @@ def judged(page: Any, label: str, size: tuple[int, int], shots: Path) -> Verdict
         again = judge(page, label, size)
         first = Verdict(label, size, tuple(p for p in first.problems if p in again.problems))
     shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / f"{label}-{size[0]}x{size[1]}.png"), full_page=True)
+    save_shot(page, shots / f"{label}-{size[0]}x{size[1]}.png")
     return first
 
 

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.broker.nodes import EmbeddedCluster
 from backend.netutil import wait_until
-from tests.dashboard.browser import lanes, web_server
+from tests.dashboard.browser import lanes, save_shot, web_server
 from tests.observer.conftest import Members, SteadyProducer
 
 PARTITIONS = 6
@@ -55,7 +55,7 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
                 before = wait_until(full_isr, 180, interval=0.3,
                                     what="six owned lanes, each with ISR 1,2,3")
             except TimeoutError:
-                page.screenshot(path=str(artifacts_dir / "brokers-failed.png"), full_page=True)
+                save_shot(page, artifacts_dir / "brokers-failed.png")
                 print("lanes seen:", lanes(page))
                 raise
             leaders = {lane["partition"]: lane["kafka"].split(" ")[0] for lane in before}
@@ -86,8 +86,8 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
                        what="the broker's fall in the event feed")
             view = page.locator(".st-key-live_brokers_cards, [data-testid='gs-brokers']").first
             view.scroll_into_view_if_needed()
-            page.screenshot(path=str(artifacts_dir / SHOT), full_page=False)
-            page.screenshot(path=str(artifacts_dir / "brokers-live-full.png"), full_page=True)
+            save_shot(page, artifacts_dir / SHOT, full_page=False)
+            save_shot(page, artifacts_dir / "brokers-live-full.png")
 
             # Status: every topic, the internal ones too, from the cluster poller
             page.goto(f"{url}/status")

@@ -15,6 +15,7 @@ from tests.dashboard.browser import (
     button,
     choose,
     press_until,
+    save_shot,
     stack_env,
     supervisor,
     wait_shown,
@@ -37,7 +38,7 @@ def _text(page, key: str) -> str:
 
 
 def _shot(page, artifacts_dir, name: str) -> None:
-    page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
+    save_shot(page, artifacts_dir / f"{name}.png")
 
 
 @pytest.mark.slow  # a minute or more, mostly waiting for replicas: the second lane

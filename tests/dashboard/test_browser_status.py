@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dashboard.theme import PROJECTOR_QUERY
-from tests.dashboard.browser import web_server
+from tests.dashboard.browser import save_shot, web_server
 
 STATUS_PATH = "status"
 
@@ -24,14 +24,14 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, chromium, unique, 
         try:
             _check(page, topic)
         finally:
-            page.screenshot(path=str(artifacts_dir / "status-page.png"), full_page=True)
+            save_shot(page, artifacts_dir / "status-page.png")
         # the dark theme from dashboard/.streamlit/config.toml follows the browser's preference
         page.emulate_media(color_scheme="dark")
         page.reload()
         _check(page, topic)
         background = page.evaluate(
             "getComputedStyle(document.querySelector('.stApp')).backgroundColor")
-        page.screenshot(path=str(artifacts_dir / "status-page-dark.png"), full_page=True)
+        save_shot(page, artifacts_dir / "status-page-dark.png")
         assert background == "rgb(11, 18, 32)", background  # theme.dark backgroundColor
         # the projector theme: black on white even in a dark browser, kept across pages
         page.goto(f"{url}/{STATUS_PATH}?{PROJECTOR_QUERY[0]}={PROJECTOR_QUERY[1]}")
@@ -40,7 +40,7 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, chromium, unique, 
         page.get_by_role("link", name="Groups").first.click()
         page.get_by_text("Consumer groups").first.wait_for(timeout=30_000)
         assert _background(page) == "rgb(255, 255, 255)", "the projector theme was dropped"
-        page.screenshot(path=str(artifacts_dir / "groups-projector.png"), full_page=True)
+        save_shot(page, artifacts_dir / "groups-projector.png")
 
 
 def _background(page) -> str:

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from backend.netutil import wait_until
 from dashboard.groups_model import COLUMNS
-from tests.dashboard.browser import web_server
+from tests.dashboard.browser import save_shot, web_server
 from tests.dashboard.group import Member, create_topic
 from tests.observer.conftest import Members, SteadyProducer
 from tests.observer.seed import seed_groups
@@ -76,7 +76,7 @@ def test_watch_opens_on_groups_filters_and_opens_a_foreign_group(
             try:
                 _check(page, url, names, live_group, kip848, unique, artifacts_dir)
             finally:
-                page.screenshot(path=str(artifacts_dir / "groups-last.png"), full_page=True)
+                save_shot(page, artifacts_dir / "groups-last.png")
     finally:
         writer.stop()
         member.close()
@@ -120,7 +120,7 @@ def _check(page, url: str, names: dict[str, int], live_group: str, kip848: str, 
     first = grid_rows(page)[0]
     assert "STOP" in first[1], first
     shot = artifacts_dir / SHOT
-    page.screenshot(path=str(shot), full_page=True)
+    save_shot(page, shot)
 
     # the filter narrows the table to the matching group
     only = f"invoices-{unique}"
@@ -147,7 +147,7 @@ def _check(page, url: str, names: dict[str, int], live_group: str, kip848: str, 
     page.locator(".gs-card[data-replica='rec-1']").wait_for(timeout=30_000)
     body = page.inner_text("body")
     assert "msg/s · batch" not in body and "dead letters" not in body
-    page.screenshot(path=str(artifacts_dir / "group-page-foreign.png"), full_page=True)
+    save_shot(page, artifacts_dir / "group-page-foreign.png")
 
 
 def _select_first_row(page) -> None:

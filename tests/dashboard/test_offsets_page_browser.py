@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from backend.kafka.javaadmin.reader import KafkaReader
 from backend.netutil import wait_until
-from tests.dashboard.browser import button
+from tests.dashboard.browser import button, save_shot
 from tests.dashboard.group import Member, create_topic
 from tests.dashboard.screen import assert_fits
 from tests.dashboard.test_groups_browser import watch_server
@@ -70,8 +70,7 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
                 page.get_by_text(said, exact=False).first.wait_for(timeout=60_000)
                 assert _committed(kafka, idle) == {(topic, p): COMMITTED
                                                     for p in range(PARTITIONS)}
-                page.screenshot(path=str(artifacts_dir / "offsets-preview.png"),
-                                full_page=True)
+                save_shot(page, artifacts_dir / "offsets-preview.png")
                 assert_fits(page, "offsets", artifacts_dir / "screens")  # its plan shown
                 apply = page.locator(".st-key-off_apply button")
                 assert apply.is_disabled()  # the name not typed yet
@@ -97,7 +96,7 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
                 page.get_by_text("stop its members first").first.wait_for(timeout=60_000)
                 assert _committed(kafka, busy).keys() == before.keys()
             finally:
-                page.screenshot(path=str(artifacts_dir / "offsets-last.png"), full_page=True)
+                save_shot(page, artifacts_dir / "offsets-last.png")
 
         # without the flag: no Offsets page, no form at its address
         with watch_server(kafka.bootstrap, tmp_path / "plain.log", tmp_path / "data2") as url, \

@@ -23,7 +23,7 @@ import pytest
 
 from backend.history.sqlite import SqliteStore
 from backend.netutil import free_port, wait_until
-from tests.dashboard.browser import button
+from tests.dashboard.browser import button, save_shot
 from tests.dashboard.group import create_topic
 from tests.dashboard.test_groups_browser import watch_server
 from tests.dashboard.test_offsets_page_browser import _committed, _fill
@@ -113,7 +113,7 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
                 preview_and_apply(page, group)
                 page.get_by_text("needs the operator role, and ann@example.com is a viewer"
                                  ).first.wait_for(timeout=60_000)
-                page.screenshot(path=str(artifacts_dir / "signin-viewer-refused.png"))
+                save_shot(page, artifacts_dir / "signin-viewer-refused.png", full_page=False)
             assert _committed(kafka, group) == {(topic, p): COMMITTED for p in range(PARTITIONS)}
             assert f"refused ann@example.com (a viewer) a reset of group {group}" in \
                 log.read_text(errors="replace")
@@ -127,7 +127,7 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
                 preview_and_apply(page, group)
                 page.get_by_text("every offset reads back as previewed").first.wait_for(
                     timeout=60_000)
-                page.screenshot(path=str(artifacts_dir / "signin-operator-applied.png"))
+                save_shot(page, artifacts_dir / "signin-operator-applied.png", full_page=False)
                 # signing out ends the session: the sign-in button again, nothing else
                 page.get_by_role("button", name="Sign out").click()
                 wait_until(lambda: "Sign in" in page.locator("body").inner_text()

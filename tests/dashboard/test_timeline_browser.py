@@ -25,7 +25,7 @@ from backend.contracts.history import (
 from backend.history.sqlite import SqliteStore
 from backend.history.store import Cycle, GroupLag
 from backend.netutil import wait_until
-from tests.dashboard.browser import press_until
+from tests.dashboard.browser import press_until, save_shot
 from tests.dashboard.test_groups_browser import watch_server
 
 MIN_MS = 60_000
@@ -119,14 +119,13 @@ def test_timeline_scrubs_the_memory_and_survives_an_unreadable_one(
             try:
                 _scrub(page, url, group, joined, worst, left, newest, artifacts_dir)
             finally:
-                page.screenshot(path=str(artifacts_dir / "timeline-last.png"), full_page=True)
+                save_shot(page, artifacts_dir / "timeline-last.png")
         with watch_server(kafka.bootstrap, tmp_path / "watch-damaged.log", damaged,
                           "--group", group) as url:
             try:
                 _unreadable(page, url, damaged / HISTORY_FILE)
             finally:
-                page.screenshot(path=str(artifacts_dir / "timeline-damaged.png"),
-                                full_page=True)
+                save_shot(page, artifacts_dir / "timeline-damaged.png")
 
 
 def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Episode,
@@ -191,7 +190,7 @@ def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Ep
                 raise
     wait_until(lambda: page.locator(".st-key-timeline_lag .barlayer .point").count() >= 4, 90,
                what="the bands on the last hour's chart")
-    page.screenshot(path=str(artifacts_dir / SHOT))
+    save_shot(page, artifacts_dir / SHOT, full_page=False)
     # a band names its cause and evidence on hover, not by its colour alone
     assert LEFT in _hover(page, causes[::-1].index(LEFT), left.causes[0].evidence)
 

@@ -12,7 +12,7 @@ import pytest
 from backend.contracts.lab import DEFAULT_LAB_PROTOCOLS, KILL
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
-from tests.dashboard.browser import press_until, stack_env, supervisor, web_server
+from tests.dashboard.browser import press_until, save_shot, stack_env, supervisor, web_server
 from tests.dashboard.screen import SIZES, judged
 
 # `slow`: four groups of replicas warming up on one Spark, then a static member's 30 s session
@@ -59,7 +59,7 @@ def test_a_kill_from_the_lab_page_is_measured_for_every_protocol(
             page.get_by_text("Ready: apply an event").first.wait_for(timeout=30_000)
             rows = page.locator('[data-testid="gs-lab-lanes"]')
             wait_until(lambda: rows.count() == 4, 30, what="four rows of lanes")
-            page.screenshot(path=str(artifacts_dir / "lab-ready.png"), full_page=True)
+            save_shot(page, artifacts_dir / "lab-ready.png")
 
             press_until(page, "lab_event_kill", lambda: _lab(control).event == KILL, 60,
                         "the kill applied", shown=body)
@@ -68,7 +68,7 @@ def test_a_kill_from_the_lab_page_is_measured_for_every_protocol(
                 and all(g.score is not None for g in s.groups) and s,
                 180, interval=1.0, what="every group's kill measured")
             page.get_by_text("Scoreboard").first.wait_for(timeout=30_000)
-            page.screenshot(path=str(artifacts_dir / "lab-after-kill.png"), full_page=True)
+            save_shot(page, artifacts_dir / "lab-after-kill.png")
             text = body()
             for g in lab.groups:
                 assert f"{g.score.stalled} of {g.score.partitions}" in text, g
@@ -97,6 +97,5 @@ def test_a_kill_from_the_lab_page_is_measured_for_every_protocol(
             page.get_by_text("No lab runs").first.wait_for(timeout=30_000)
             wait_until(lambda: not _replicas_of(lab.name), 30, what="the lab's replicas gone")
         except Exception:
-            page.screenshot(path=str(artifacts_dir / f"lab-failed-{unique}.png"),
-                            full_page=True)
+            save_shot(page, artifacts_dir / f"lab-failed-{unique}.png")
             raise

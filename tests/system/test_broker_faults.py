@@ -47,6 +47,7 @@ from tests.conftest import stack_processes
 from tests.dashboard.browser import (
     press_until,
     reload_if_scripts_lost,
+    save_shot,
     streamlit_healthy,
     wait_shown,
 )
@@ -269,7 +270,7 @@ def _open_until(page, url: str, selector: str, what: str, log: Path | None,
         wait_shown(page, page.locator(selector).first, FIRST_RENDER_S)
         reload_if_scripts_lost(page, selector, FIRST_RENDER_S)
     except Exception:
-        page.screenshot(path=str(shot))
+        save_shot(page, shot, full_page=False)
         print(f"{what} did not show {selector} within {FIRST_RENDER_S:.0f} s; the page:\n"
               f"{page.inner_text('body')}")
         if log is not None and log.exists():
@@ -297,7 +298,7 @@ def _share_group_page(page, group: str, artifacts_dir: Path) -> None:
         except TimeoutError:
             if time.monotonic() >= deadline:
                 raise
-    page.screenshot(path=str(artifacts_dir / "share-group.png"), full_page=True)
+    save_shot(page, artifacts_dir / "share-group.png")
 
 
 def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, chromium,

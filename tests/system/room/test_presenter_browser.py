@@ -21,7 +21,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from backend.contracts.room import ENV_ROOM_ADDRESS, PASSCODE_TRIES
 from backend.netutil import free_port, wait_until
 from dashboard.presenter import ENV_LOCKOUT_S
-from tests.dashboard.browser import wait_shown, web_server
+from tests.dashboard.browser import save_shot, wait_shown, web_server
 from tests.system.room.conftest import PASSCODE, write_room
 from tests.system.room.netns import Laptop
 
@@ -205,7 +205,7 @@ def try_passcode(page: Any, passcode: str, within_s: float = 90.0) -> None:
 
 
 def shot(page: Any, artifacts_dir: Path, name: str) -> None:
-    page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
+    save_shot(page, artifacts_dir / f"{name}.png")
 
 
 def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_nothing(
@@ -327,8 +327,7 @@ def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_un
             try:
                 passcode_box(page).wait_for(timeout=90_000)
             except Exception:
-                page.screenshot(path=str(artifacts_dir / "room-passcode-missing.png"),
-                                full_page=True)
+                save_shot(page, artifacts_dir / "room-passcode-missing.png")
                 print("the server said:", room.log_text()[-4000:])
                 raise
             wrong = f"wrong presenter passcode from {laptop.laptop_address}"

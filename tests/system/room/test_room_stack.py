@@ -22,6 +22,7 @@ from backend.proc import spawn
 from backend.supervisor.client import ControlClient
 from dashboard import leaderboard_model as lb
 from dashboard import room_model as rm
+from tests.dashboard.browser import save_shot
 from tests.dashboard.screen import SIZES, assert_fits
 from tests.system.room.netns import Laptop
 
@@ -127,7 +128,7 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
                 page.goto(url)
                 page.get_by_text("laptop-spark").first.wait_for(timeout=60_000)
                 page.get_by_text("Join this room").first.wait_for(timeout=30_000)
-                page.screenshot(path=str(artifacts_dir / f"{name}.png"), full_page=True)
+                save_shot(page, artifacts_dir / f"{name}.png")
                 kill_buttons = page.get_by_role("button", name="Kill").count()
                 assert (kill_buttons > 0) == (name == "room-presenter-live"), name
                 # the presenter's projector and laptop; a participant's laptop and phone
@@ -141,7 +142,7 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
                 heading.wait_for(timeout=60_000)
                 heading.scroll_into_view_if_needed()
                 page.get_by_text("laptop-spark").last.wait_for(timeout=30_000)
-                page.screenshot(path=str(artifacts_dir / "room-leaderboard.png"))
+                save_shot(page, artifacts_dir / "room-leaderboard.png", full_page=False)
                 assert_fits(page, "room-leaderboard", artifacts_dir / "screens", SIZES[:1])
     finally:
         if observer is not None:
