@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -112,6 +113,13 @@ def busy_s() -> float:
     return t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0)
 
 
+def children_s() -> float:
+    """CPU of this process's waited-for descendants: the command's tree, exactly, once it
+    has exited (every process in it was reaped by its parent, orphans aside)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--interval", type=float, default=2.0)
@@ -124,13 +132,13 @@ def main() -> int:
     sampler, load = Sampler(args.interval), LoadSampler()
     sampler.sample()
     before = dict(sampler.last)  # what processes running already had used
-    busy0, t0 = busy_s(), time.monotonic()
+    busy0, t0, own0 = busy_s(), time.monotonic(), children_s()
     sampler.thread.start()
     with load:
         code = subprocess.call(command)
     sampler.stop.set()
     sampler.thread.join()
-    wall, busy = time.monotonic() - t0, busy_s() - busy0
+    wall, busy, own = time.monotonic() - t0, busy_s() - busy0, children_s() - own0
     table: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for key, cpu in sampler.last.items():
         kind, lane = sampler.named[key]
@@ -138,7 +146,8 @@ def main() -> int:
     charged = sum(sum(v.values()) for v in table.values())
     lanes = sorted({lane for v in table.values() for lane in v})
     print(f"\n{' '.join(command)}: exit {code}, {wall:.0f} s, machine busy {busy:.0f} CPU-s "
-          f"({busy / wall:.2f} cores), load {load.summary()}")
+          f"({busy / wall:.2f} cores), the command's own tree {own:.0f} CPU-s, "
+          f"load {load.summary()}")
     print(f"| kind | {' | '.join(lanes)} | all |\n|---|{'---|' * len(lanes)}---|")
     for kind, row in sorted(table.items(), key=lambda kv: -sum(kv[1].values())):
         if sum(row.values()) >= 0.5:
@@ -150,7 +159,8 @@ def main() -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "command": command, "exit": code, "wall_s": round(wall, 1),
-            "busy_cpu_s": round(busy, 1), "charged_cpu_s": round(charged, 1),
+            "busy_cpu_s": round(busy, 1), "command_cpu_s": round(own, 1),
+            "charged_cpu_s": round(charged, 1),
             "by_kind_and_lane": {k: {lane: round(s, 1) for lane, s in v.items()}
                                  for k, v in table.items()},
             "load": load.summary(), "load_before": os.getloadavg()[0], "machine": machine(),
