@@ -23,7 +23,7 @@ import pytest
 
 from backend.history.sqlite import SqliteStore
 from backend.netutil import free_port, wait_until
-from tests.dashboard.browser import button, save_shot
+from tests.dashboard.browser import button, save_shot, wait_shown
 from tests.dashboard.group import create_topic
 from tests.dashboard.test_groups_browser import watch_server
 from tests.dashboard.test_offsets_page_browser import _committed, _fill
@@ -66,7 +66,8 @@ def preview_and_apply(page, group: str) -> None:
 
 
 def shows_nothing_of_the_cluster(page, *names: str) -> None:
-    page.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+    # a first render beside the other lanes (load 22) outlasted 60 s: loaded again halfway
+    wait_shown(page, page.get_by_role("button", name="Sign in"), 120)
     body = page.locator("body").inner_text()
     for name in names:
         assert name not in body, body
