@@ -147,6 +147,18 @@ class OffsetWindows:
         return evaluate_partition([OffsetPoint(times[i], w[1 + 2 * i], w[2 + 2 * i])
                                    for i in range(points)], owned, self.rules)
 
+    def settled(self, partition: Hashable) -> bool:
+        """The window is full of one repeated (committed, lag) over at least `min_span_ms`:
+        another such point changes neither its verdict nor any later one (only its times,
+        which then matter to no rule), so a caller whose readings repeat may skip feeding
+        it. Its next different point then lands after the last one it was fed."""
+        w = self._windows.get(partition)
+        if w is None or len(w) != 3:
+            return False
+        times = w[0]
+        return len(times) == self.rules.window \
+            and times[-1] - times[0] >= self.rules.min_span_ms
+
     def reset(self) -> None:
         self._windows.clear()
         self._repeats.clear()

@@ -89,18 +89,19 @@ def lag_rate(times: Sequence[int], lags: Sequence[int],
              span_ms: int = RATE_SPAN_MS) -> float | None:
     """Least-squares slope of total lag over time, msg/s, from the points (`times[i]`,
     `lags[i]`) of the last `span_ms`; None with fewer than two points or under a second of
-    span. One pass over the points: the overview computes it for every group every cycle."""
+    span. One pass over the span's points alone (the times ascend, so it is a tail found by
+    bisection): the overview computes it for every group every cycle."""
+    if len(times) != len(lags):
+        raise ValueError("lag_rate needs one lag per time")
     if len(times) < 2:
         return None
     newest = times[-1]
+    first = bisect_left(times, newest - span_ms)  # times ascend: the span is a tail
     n = 0
     st = sv = stt = stv = 0.0
-    oldest = newest
-    for t, v in zip(times, lags, strict=True):
-        if newest - t > span_ms:
-            continue
-        if n == 0:
-            oldest = t
+    oldest = times[first] if first < len(times) else newest
+    for i in range(first, len(times)):
+        t, v = times[i], lags[i]
         n += 1
         t -= newest  # centred near zero: no precision lost in t*t
         st += t
@@ -227,19 +228,33 @@ class OverviewModel:
         reported = reading.reported_lag  # empty but for share groups: one lookup a partition
 
         owners = {tp: m.client_id for m in desc.members for tp in m.assignment}
-        tps = sorted(set(reading.committed) | set(owners))
+        tps = [tp for tp in sorted(set(reading.committed) | set(owners)) if tp in ends]
+        # partitions with no log end known (topic gone, or leaderless) are not counted
+        last = self._rows.get(reading.group)
+        before = last.partitions if last is not None else ()
+        if len(before) != len(tps):
+            before = ()
+        windows = mem.windows
         parts = []
-        for tp in tps:
-            if tp not in ends:
-                continue  # no log end known (topic gone, or leaderless): not counted
+        for i, tp in enumerate(tps):
             committed = reading.committed.get(tp)
-            end, start = ends[tp], starts.get(tp, 0)
-            lag, lag_s = effective_lag(committed, end, start, now, times, tp, reported.get(tp))
-            mem.windows.add(tp, OffsetPoint(now, committed, lag))
-            health = mem.windows.evaluate(tp, owned=tp in owners)
-            parts.append(PartitionLag(topic=tp[0], partition=tp[1], committed=committed,
-                                      end=end, lag_messages=lag, lag_seconds=lag_s,
-                                      health=health, owner=owners.get(tp)))
+            end = ends[tp]
+            lag, lag_s = effective_lag(committed, end, starts.get(tp, 0), now, times, tp,
+                                       reported.get(tp))
+            owner = owners.get(tp)
+            was = before[i] if before else None
+            if was is not None and was.lag_messages == lag and was.committed == committed \
+                    and was.end == end and was.owner == owner and was.partition == tp[1] \
+                    and was.topic == tp[0] and windows.settled(tp):
+                # nothing moved on a partition whose window is settled: its health stands
+                # and its window need not be fed (most partitions of a large cluster, most
+                # cycles: the fold's largest cost was feeding and judging them)
+                parts.append(was if was.lag_seconds == lag_s else PartitionLag(
+                    tp[0], tp[1], committed, end, lag, lag_s, was.health, owner))
+                continue
+            windows.add(tp, OffsetPoint(now, committed, lag))
+            health = windows.evaluate(tp, owned=owner is not None)
+            parts.append(PartitionLag(tp[0], tp[1], committed, end, lag, lag_s, health, owner))
 
         total = sum(p.lag_messages for p in parts)
         if mem.trend_lag and mem.trend_lag[-1] == total:

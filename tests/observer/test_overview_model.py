@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import random
 import tracemalloc
 from collections import Counter
 
@@ -11,6 +12,7 @@ import pytest
 from backend.contracts.history import PARTITION_LAG_STEP_MS
 from backend.contracts.overview import TREND_POINTS
 from backend.kafka.groups import GroupDescription, GroupMember
+from backend.observer.evaluate import OffsetPoint, OffsetWindows
 from backend.observer.overview_collect import GroupReading, Listed
 from backend.observer.overview_model import OverviewModel, catch_up_seconds, lag_rate
 
@@ -274,3 +276,59 @@ def test_a_quiet_groups_memory_stays_within_its_bound():
     # 65 000 such groups are watch's bench (bench/README.md, "The overview's memory per
     # group"): a few hundred bytes more a group is tens of MiB there
     assert _kept_per_group(300, 12) <= MAX_QUIET_GROUP_BYTES
+
+
+def _replay(seed: int, steps: int = 120) -> list:
+    """A group's rows over `steps` cycles of a random walk that rests most of the time: its
+    commits, log ends, log start, record times and members now and then move."""
+    rnd = random.Random(seed)
+    tps = [(T, p) for p in range(6)]
+    committed = {tp: 50 for tp in tps}
+    ends = {tp: 100 for tp in tps}
+    starts: dict = {}
+    times: dict = {}
+    members: tuple = ()
+    model = OverviewModel()
+    rows = []
+    now = 1_700_000_000_000
+    for _ in range(steps):
+        now += rnd.choice((1_000, 5_000, 10_000))
+        if rnd.random() < 0.1:
+            committed[rnd.choice(tps)] += rnd.choice((-20, 5, 10, 50))
+        if rnd.random() < 0.1:
+            ends[rnd.choice(tps)] += rnd.choice((1, 30))
+        if rnd.random() < 0.05:
+            starts[rnd.choice(tps)] = 70
+        if rnd.random() < 0.1:
+            times = {tp: rnd.choice((None, now - 30_000, 1_699_999_000_000))
+                     for tp in rnd.sample(tps, 3)}
+        if rnd.random() < 0.05:
+            members = rnd.choice(((), (member("m1", 0, 1, 2),),
+                                  (member("m1", 0, 1), member("m2", 2, 3, 4, 5))))
+        state = "Stable" if members else "Empty"
+        rows.append(model.update(reading(now, {p: o for (_t, p), o in committed.items()}, *members,
+                                         state=state), ends,
+                                 starts, own=False, oldest_unread_ms=dict(times)))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_partitions_left_unfed_while_settled_give_the_rows_every_partition_fed_gives(
+        seed, monkeypatch):
+    fast = _replay(seed)
+    monkeypatch.setattr(OffsetWindows, "settled", lambda self, partition: False)
+    assert fast == _replay(seed)
+
+
+def test_a_settled_window_is_a_full_one_of_one_repeated_point_over_the_least_span():
+    windows = OffsetWindows()
+    for i in range(10):
+        assert not windows.settled("p")  # not full yet
+        windows.add("p", OffsetPoint(i * 1000, 5, 20))
+    assert windows.settled("p")
+    windows.add("p", OffsetPoint(10_000, 6, 19))
+    assert not windows.settled("p")  # it moved
+    quick = OffsetWindows()
+    for i in range(10):
+        quick.add("q", OffsetPoint(i * 100, 5, 20))
+    assert not quick.settled("q")  # 0.9 s: too short to have judged it
