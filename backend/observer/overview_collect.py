@@ -115,7 +115,9 @@ class ClusterCollector:
             except ReaderError as exc:
                 raise ClusterError(f"cannot read metadata: {exc}") from None
             self._read_features()
-            self._topics = {name: m.count for name, m in metas.items() if m.count}
+            counts = {name: m.count for name, m in metas.items() if m.count}
+            if counts != self._topics:  # the same dict while nothing changed: the groups'
+                self._topics = counts   # trackers see it is the one they saw, at once
             self._topics_at = time.monotonic()
             # the same answers name the brokers up and every partition's replicas and ISR
             placements = [pl for m in metas.values() for pl in m.placements.values()]

@@ -69,7 +69,8 @@ class _GroupMemory:
     last_cause: str | None = None
     state: tuple | None = None  # what the last StateChange said
     # what the tracker last saw: the description's facts, the total lag, the commits and
-    # the partition counts (by identity: the collector replaces them when it re-reads)
+    # the partition counts (the collector keeps one dict while they do not change, so a
+    # quiet group compares them by identity; a new dict is compared by its counts)
     seen: tuple | None = None
     lag_written: tuple[int, int, float | None] | None = None  # (ts, lag, seconds)
     parts_written: tuple[int, dict] | None = None  # (ts, partition lags)
@@ -131,10 +132,11 @@ def catch_up_seconds(lag: int | None, rate: float | None) -> float | None:
 class OverviewModel:
     def __init__(self, cluster: str = "") -> None:
         self.cluster = cluster
+        # the rows by group, kept in name order between publications (a sort of 65 000 names
+        # per batch cost 2 s a cycle, a lookup of each name per publication 1 s): a row
+        # replaced keeps its place, and `_in_order` is False when a group came or went
         self._rows: dict[str, GroupRow] = {}
-        # the groups in name order, kept between publications (a sort of 65 000 names per
-        # batch cost 2 s a cycle): None when a group came or went
-        self._order: list[str] | None = None
+        self._in_order = True
         self._memory: dict[str, _GroupMemory] = {}
         self._episodes: list[Episode] = []
         self._states: list[StateChange] = []
@@ -190,9 +192,11 @@ class OverviewModel:
             seen[g.group] = row
         for gone in set(self._memory) - set(seen):
             del self._memory[gone]
-        if seen.keys() != self._rows.keys():
-            self._order = None
-        self._rows = seen
+        if seen.keys() == self._rows.keys():
+            self._rows.update(seen)  # the same groups: each keeps its place
+        else:
+            self._rows = seen
+            self._in_order = False
 
     def failed(self, group: str, error: str, now_ms: int) -> GroupRow:
         row = self._rows.get(group) or GroupRow(group=group, state="Unknown",
@@ -203,7 +207,7 @@ class OverviewModel:
 
     def _put(self, row: GroupRow) -> None:
         if row.group not in self._rows:
-            self._order = None
+            self._in_order = False
         self._rows[row.group] = row
 
     def update(self, reading: GroupReading, ends: Mapping[TP, int], starts: Mapping[TP, int],
@@ -292,7 +296,7 @@ class OverviewModel:
         desc = reading.description
         assert desc is not None
         seen = (desc.state, desc.protocol, desc.assignor, desc.epoch, desc.target_epoch,
-                desc.members, total, reading.committed, id(counts))
+                desc.members, total, reading.committed, counts)
         if mem.tracker.idle and seen == mem.seen:
             # most groups most cycles (Empty, their commits where they were): the tracker
             # learns only the time, for a small share of a frame's cost (bench/README.md,
@@ -338,9 +342,10 @@ class OverviewModel:
             self._lag.append(GroupLag(group, now, total, seconds, lags))
 
     def rows(self) -> tuple[GroupRow, ...]:
-        if self._order is None:
-            self._order = sorted(self._rows)
-        return tuple(map(self._rows.__getitem__, self._order))
+        if not self._in_order:
+            self._rows = dict(sorted(self._rows.items()))
+            self._in_order = True
+        return tuple(self._rows.values())
 
     def row(self, group: str) -> GroupRow | None:
         return self._rows.get(group)

@@ -332,3 +332,17 @@ def test_a_settled_window_is_a_full_one_of_one_repeated_point_over_the_least_spa
     for i in range(10):
         quick.add("q", OffsetPoint(i * 100, 5, 20))
     assert not quick.settled("q")  # 0.9 s: too short to have judged it
+
+
+def test_rows_come_in_name_order_whatever_order_the_cluster_lists_them_in():
+    model = OverviewModel()
+    model.listed([Listed("b", "Empty", "classic"), Listed("a", "Empty", "classic")])
+    assert [r.group for r in model.rows()] == ["a", "b"]
+    model.update(reading(1000, {0: 90}, group="c", state="Empty"), ENDS, {}, own=False)
+    model.update(reading(1000, {0: 90}, group="a", state="Empty"), ENDS, {}, own=False)
+    assert [r.group for r in model.rows()] == ["a", "b", "c"]
+    model.listed([Listed("c", "Empty", "classic"), Listed("b", "Stable", "classic"),
+                  Listed("a", "Empty", "classic")])
+    rows = model.rows()
+    assert [r.group for r in rows] == ["a", "b", "c"]
+    assert rows[1].state == "Stable" and not rows[0].pending
