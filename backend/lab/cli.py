@@ -77,6 +77,7 @@ def _lab(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
     from backend.errors import one_line
+    from backend.kafka.topics import TopicError
     from backend.lab.report import table, to_dict
     from backend.lab.run import LabConfig, LabError, LabRun
 
@@ -100,7 +101,7 @@ def _lab(args: argparse.Namespace) -> int:
                                   Path(data_dir()) / "lab" / config.name,
                                   kafka_config=kafka_config,
                                   progress=lambda line: print(line, flush=True)).execute())
-        except LabError as exc:
+        except (LabError, TopicError) as exc:  # a topic refused, or not ready in time
             failed = f"repetition {rep}: {exc}"
         except KafkaException as exc:  # the broker stopped answering the lab's own reads
             failed = (f"repetition {rep}: the lab lost the cluster at {settings.bootstrap}: "

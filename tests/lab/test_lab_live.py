@@ -41,3 +41,19 @@ def test_a_rolling_restart_moves_nothing_of_a_static_group_and_the_json_says_so(
     # partition measured and processing again once the last member is back
     share = by["share"]
     assert share["partitions"] == 4 and share["recovered_s"] is not None, share
+
+
+def test_a_topic_the_broker_refuses_ends_the_lab_with_one_line(kafka, spark_remote,
+                                                               tmp_path) -> None:
+    # a space is no legal character of a topic's name: the broker refuses to create it
+    env = {**os.environ, "GROUPSCOPE_DATA": str(tmp_path / "data")}
+    run = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "lab", "--bootstrap", kafka.bootstrap,
+         "--spark-remote", spark_remote, "--protocols", "eager", "--partitions", "1",
+         "--replicas", "1", "--name", "no such topic"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    said = [line for line in run.stderr.splitlines() if line.startswith("groupscope lab: ")]
+    assert len(said) == 1, run.stderr[-2000:]
+    assert "repetition 1" in said[0] and "no such topic" in said[0], said[0]
