@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -406,6 +407,10 @@ class Soak:
             problems.append("no replica was killed")
         if up_exit not in (0, 130):
             problems.append(f"`groupscope up` exited with {up_exit} on SIGINT")
+        if problems:  # the logs of a failed run are what explains it
+            self.say(f"  soak | the run's data and logs are kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
         return SoakResult(self.duration, self.kill_every, self.kills, self.kill_errors,
                           len(self.ticks), roles, orphans, list(self.lingering.values()),
                           up_exit, problems, loadavg)
