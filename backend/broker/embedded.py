@@ -256,6 +256,7 @@ class EmbeddedBroker:
 
     def _write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "tmp").mkdir(exist_ok=True)
         if self.voters is None:
             (self.data_dir / "controller.port").write_text(str(self.controller_port))
         path = self.data_dir / "server.properties"
@@ -277,6 +278,9 @@ class EmbeddedBroker:
             f"-Xmx{self.heap}",
             *self.jvm_flags,
             "-Djava.awt.headless=true",
+            # lz4-java unpacks its native library into the JVM's temporary directory and a
+            # killed node never removes it: in the node's own directory it goes with the node
+            f"-Djava.io.tmpdir={self.data_dir / 'tmp'}",
             *jvm_options(self.class_archive, self.record_classes if record else None),
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}"
             if major(self.kafka_version) < 4 else

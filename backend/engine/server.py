@@ -136,7 +136,9 @@ class SparkConnectServer:
             # the whole heap up front, touched once: RSS is flat from the start instead of
             # creeping toward -Xmx over the first hour (what a soak would call a leak)
             "spark.driver.extraJavaOptions": " ".join([
-                f"-Dderby.system.home={self.work_dir}", f"-Xms{self.driver_memory}",
+                f"-Dderby.system.home={self.work_dir}",
+                # lz4-java's native library, unpacked there and left behind by a killed JVM
+                f"-Djava.io.tmpdir={Path(self.work_dir) / 'tmp'}", f"-Xms{self.driver_memory}",
                 "-XX:+AlwaysPreTouch", DRIVER_JIT,
                 *jvm_options(self.class_archive, self.record_classes)]),
             # every batch is a new local relation, so a cached plan is never reused, yet the
@@ -186,7 +188,7 @@ class SparkConnectServer:
         thread that outlives the engine: a child of backend.proc dies with its thread."""
         ensure_port_free(self.host, self.port, "Spark Connect server")
         ensure_port_free("127.0.0.1", self.ui_port or 0, "Spark driver's web UI")
-        Path(self.work_dir).mkdir(parents=True, exist_ok=True)
+        (Path(self.work_dir) / "tmp").mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1")
         env.pop("SPARK_REMOTE", None)  # the server itself must not try to be a client
         env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
