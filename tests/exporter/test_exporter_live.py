@@ -12,12 +12,12 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from backend.contracts.history import EXPIRED
+from backend.contracts.history import DEPARTED, EPISODES_JSON, EXPIRED
 from backend.contracts.overview import HEALTH_WORST_FIRST
 from backend.netutil import free_port, port_open, wait_until
 from backend.proc import STOP_WITHIN_S, abort_if_exited
 from tests.exporter.conftest import Command, scrape, value, wait_exported
-from tests.observer.conftest import create_topic
+from tests.observer.conftest import create_topic, told_or_unseen
 from tests.observer.seed import seed_groups
 
 RECORDS = (12, 20, 7)  # records produced into partitions 0, 1, 2 of the seeded topic
@@ -135,18 +135,22 @@ def test_exporter_serves_every_group_and_stops_on_sigterm(
     def rebalanced():
         s = scrape(port)
         return s if (value(s, "groupscope_group_members", **g) == 1
-                     and value(s, "groupscope_group_rebalances_total", cause=EXPIRED, **g)
-                     ) else None
+                     and sum(rebalances(s, live).values()) > sum(before.values())) else None
 
     try:
         s = wait_until(rebalanced, timeout=45, interval=0.5, what="the live group down to one")
     except TimeoutError as exc:
         raise AssertionError(f"{exc}; its rebalances: {rebalances(scrape(port), live)}") \
             from None
-    assert sum(rebalances(s, live).values()) == sum(before.values()) + 1
-    assert rebalances(s, live)[EXPIRED] == before.get(EXPIRED, 0) + 1
-    assert value(s, "groupscope_group_membership_changes_total", change=EXPIRED, **g) >= 1
-    counted = {**rebalances(s, live), "unowned": value(
+    after = rebalances(s, live)
+    grew = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    # an expiry; or, when the exporter's cycles starved around it (load 25 and more), a
+    # departure it says cannot be told, checked on its evidence below (never "left")
+    assert len(grew) == 1 and set(grew.values()) == {1}, (before, after)
+    (cause,) = grew
+    assert cause in (EXPIRED, DEPARTED), grew
+    assert value(s, "groupscope_group_membership_changes_total", change=cause, **g) >= 1
+    counted = {**after, "unowned": value(
         s, "groupscope_group_unowned_partition_seconds_total", **g)}
 
     started = time.monotonic()
@@ -157,9 +161,10 @@ def test_exporter_serves_every_group_and_stops_on_sigterm(
 
     # the memory outlives the exporter: `history` names the cause, and a new exporter's
     # counters continue where the last one's stopped
-    out = groupscope("history", "--group", live, "--bootstrap", c, "--since", "1h")
+    out = groupscope("history", "--group", live, "--bootstrap", c, "--since", "1h", "--json")
     assert out.proc.wait(60) == 0, out.stderr()
-    assert "expired" in out.stdout() and "exp-b" in out.stdout()
+    (gone,) = [e for e in EPISODES_JSON.validate_json(out.stdout()) if "exp-b" in e.left]
+    assert gone.cause == cause and told_or_unseen(gone, EXPIRED) == (cause == EXPIRED)
     again = groupscope("exporter", "--bootstrap", c, "--port", str(port), "--interval", "1")
     wait_serving(again, port)
     s = wait_until(lambda: (s := scrape(port)) and rebalances(s, live) and s, 30,
