@@ -1,4 +1,5 @@
-"""The embedded Kafka node under different JVM flags, side by side: start, load, rest.
+"""The embedded Kafka node under different JVM flags and settings, side by side: start, load,
+rest.
 
 The embedded node runs beside Spark, the replicas and the dashboard on a 2-core laptop, and
 the test suite starts dozens of them. Each repeat starts one node per variant, interleaved so
@@ -13,8 +14,9 @@ drift hits all alike, and measures:
   rest CPU %   the node's CPU over 30 s with nothing to do, in % of one core
   RSS          the node's resident memory after the rest
 
-Prints a table with each variant's ratio to the first; --json PATH writes it.
-Usage: python bench/broker_start.py [--repeats 3] [--records 100000] [--json PATH]
+Prints a table with each variant's ratio to the first; --json PATH writes it; --only picks
+variants by a part of their names (comma-separated).
+Usage: python bench/broker_start.py [--repeats 3] [--records 100000] [--only TEXT] [--json PATH]
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ from backend.kafka.clients import quiet_admin
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port
 
-VARIANTS: dict[str, tuple[str, ...]] = {
-    "G1, tiered JIT": G1_TIERED,
-    "G1, C1 only (the default)": G1_C1,
-    "serial, C1 only": ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"),
+# name -> (JVM flags, node settings over the embedded node's own)
+KAFKA_IDLE_NOOP = {"metadata.max.idle.interval.ms": "500"}  # Kafka's default
+VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "G1, tiered JIT": (G1_TIERED, {}),
+    "G1, C1 only (the default)": (G1_C1, {}),
+    "serial, C1 only": (("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"), {}),
+    "C1, no-op every 0.5 s (Kafka's)": (G1_C1, KAFKA_IDLE_NOOP),
 }
 STEPS = ("ready_s", "start_cpu_s", "load_s", "load_cpu_s", "rest_cpu_pct", "rss_mb")
 REST_S = 30.0
@@ -78,8 +83,10 @@ def load(bootstrap: str, records: int) -> None:
         raise RuntimeError(f"read back {seen} of {records} records")
 
 
-def one_node(flags: tuple[str, ...], work: Path, records: int) -> dict[str, float]:
-    node = EmbeddedBroker(work, port=free_port(), controller_port=free_port(), jvm_flags=flags)
+def one_node(flags: tuple[str, ...], props: dict[str, str], work: Path,
+             records: int) -> dict[str, float]:
+    node = EmbeddedBroker(work, port=free_port(), controller_port=free_port(), jvm_flags=flags,
+                          extra_properties=props)
     before = _children_cpu()
     started = time.monotonic()
     node.start(timeout=120)
@@ -104,15 +111,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--only", default="", help="variants whose names contain one of these")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+    variants = {name: v for name, v in VARIANTS.items()
+                if not wanted or any(w in name for w in wanted)}
+    if not variants:
+        ap.error(f"--only {args.only!r} names none of: {', '.join(VARIANTS)}")
 
     load_before = os.getloadavg()[0]
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     with LoadSampler() as sampled, tempfile.TemporaryDirectory(prefix="gs-broker-jvm-") as tmp:
         for rep in range(args.repeats):
-            for i, (name, flags) in enumerate(VARIANTS.items()):
-                run = one_node(flags, Path(tmp) / f"{rep}-{i}", args.records)
+            for i, (name, (flags, props)) in enumerate(variants.items()):
+                run = one_node(flags, props, Path(tmp) / f"{rep}-{i}", args.records)
                 runs[name].append(run)
                 print(f"repeat {rep + 1} {name:>16}: ready {run['ready_s']:.1f} s, start CPU "
                       f"{run['start_cpu_s']:.1f} s, load {run['load_s']:.1f} s, rest "
