@@ -193,6 +193,14 @@ def _shared_engine(described: str) -> SparkConnectServer:
     return server
 
 
+def engine_pid(server: SparkConnectServer) -> int:
+    """The JVM of the session's engine: the test run's own, or the lanes' shared one."""
+    if server.process is not None:
+        return server.process.pid
+    assert _SHARED_ENGINE_PID, "the session's engine has no process"
+    return _SHARED_ENGINE_PID[0]
+
+
 def _engine_gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
