@@ -81,7 +81,9 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
 
     if not Path(CHROMIUM).exists():
         raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium-headless-shell")
-    profile = tempfile.mkdtemp(prefix="gs-chromium-")
+    # in the run's own data directory (tests/conftest.py), which goes at the run's end even
+    # when a Chromium child outlived the removal below
+    profile = tempfile.mkdtemp(prefix="gs-chromium-", dir=os.environ.get("GROUPSCOPE_DATA"))
     try:
         with sync_playwright() as pw:
             ctx = pw.chromium.launch_persistent_context(
