@@ -84,6 +84,15 @@ class OverviewWatcher:
         self._cycle_lock = threading.Lock()  # one cycle at a time (thread + manual calls)
         self._listed = 0
         self._sampler = None
+        # what each group's record times rested on last cycle (its commits and partitions)
+        # and the times found; and each partition's log end and start of the last cycle, so
+        # a cycle knows which moved. A group none of whose inputs moved asks for the same
+        # records, whose timestamps do not change: it is not asked again (most of a large
+        # cluster, most cycles: bench/README.md, "The overview's warm cycle")
+        self._unread_last: dict[str, tuple[Mapping[TP, int], set[TP],
+                                           dict[TP, int | None]]] = {}
+        self._offsets_last: dict[TP, tuple[int, int]] = {}
+        self._moved: set[TP] = set()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -146,6 +155,10 @@ class OverviewWatcher:
         self._times_deadline = time.monotonic() + self.lag_time_budget_s
         ends_cycle: dict[TP, int] = {}
         starts_cycle: dict[TP, int] = {}
+        self._moved = set()
+        if len(self._unread_last) > len(listed):  # groups gone: forget what they asked
+            names = {g.group for g in listed}
+            self._unread_last = {g: v for g, v in self._unread_last.items() if g in names}
         batches = list(self._batches([g.group for g in listed]))
         # the next batch is read while this one is folded in: the JVM and the broker work
         # while Python computes, so a cycle costs about the larger of the two, not the sum
@@ -162,6 +175,7 @@ class OverviewWatcher:
                 break
             ends_cycle.update(ends)
             starts_cycle.update(starts)
+            self._note_moved(ends, starts)
             ahead = self._read_ahead(batches, i + 1, ends_cycle)
             times = (self._oldest_unread(readings, ends_cycle, starts_cycle)
                      if self.lag_seconds else {})
@@ -180,6 +194,8 @@ class OverviewWatcher:
             if i == 0 or now - published >= PUBLISH_EVERY_S:
                 self._publish()
                 published = now
+        self._offsets_last = {tp: (end, starts_cycle.get(tp, 0))
+                              for tp, end in ends_cycle.items()}
         episodes, states, lag = self.model.drain()
         if history is not None:
             history.submit(int(time.time() * 1000), episodes, states, lag)
@@ -232,25 +248,53 @@ class OverviewWatcher:
         ends, starts = self.collector.log_offsets(wanted) if wanted else ({}, {})
         return readings, ends, starts
 
+    def _note_moved(self, ends: Mapping[TP, int], starts: Mapping[TP, int]) -> None:
+        """The partitions of a batch's new offsets whose end or start is not last cycle's."""
+        last = self._offsets_last
+        for tp, end in ends.items():
+            if last.get(tp) != (end, starts.get(tp, 0)):
+                self._moved.add(tp)
+
     def _oldest_unread(self, readings: list[GroupReading], ends: Mapping[TP, int],
                        starts: Mapping[TP, int]) -> dict[str, dict[TP, int | None]]:
         """group -> partition -> broker timestamp of its first unprocessed record (None: only
-        transaction markers left), as `Sampler.record_times` answers."""
+        transaction markers left), as `Sampler.record_times` answers; a group whose commits,
+        partitions and their offsets are last cycle's has last cycle's answer."""
+        out: dict[str, dict[TP, int | None]] = {}
         wanted: dict[str, dict[TP, tuple[int, int]]] = {}
+        asked: dict[str, tuple[Mapping[TP, int], set[TP]]] = {}
         for r in readings:
             if r.description is None:
                 continue
             tps = set(r.committed).union(*(m.assignment for m in r.description.members))
+            last = self._unread_last.get(r.group)
+            if last is not None and last[1] == tps and last[0] == r.committed \
+                    and self._moved.isdisjoint(tps) and ends.keys() >= tps:
+                if last[2]:
+                    out[r.group] = last[2]
+                continue
             ranges = unread_ranges(r.committed, ends, starts, (tp for tp in tps if tp in ends))
+            asked[r.group] = (r.committed, tps)
             if ranges:
                 wanted[r.group] = ranges
-        if not wanted:
-            return {}
-        try:
-            return self._read_times(wanted)
-        except Exception as exc:  # needs READ on the topics; without it only seconds are lost
-            log.warning("record timestamps unavailable: %s", one_line(exc))
-            return {}
+        found: dict[str, dict[TP, int | None]] = {}
+        if wanted:
+            try:
+                found = self._read_times(wanted)
+            except Exception as exc:  # needs READ on the topics; without it only seconds
+                log.warning("record timestamps unavailable: %s", one_line(exc))  # are lost
+                for g in asked:
+                    self._unread_last.pop(g, None)
+                return out
+        for g, (committed, tps) in asked.items():
+            times = found.get(g, {})
+            if len(times) == len(wanted.get(g, ())):  # every range answered: kept
+                self._unread_last[g] = (committed, tps, times)
+            else:  # some not learnt yet (the budget ran out): asked again next cycle
+                self._unread_last.pop(g, None)
+            if times:
+                out[g] = times
+        return out
 
     def _read_times(self, wanted: dict[str, dict[TP, tuple[int, int]]]
                     ) -> dict[str, dict[TP, int | None]]:
