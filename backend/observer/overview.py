@@ -281,8 +281,8 @@ class OverviewWatcher:
         if wanted:
             try:
                 found = self._read_times(wanted)
-            except Exception as exc:  # needs READ on the topics; without it only seconds
-                log.warning("record timestamps unavailable: %s", one_line(exc))  # are lost
+            except Exception as exc:  # without READ on the topics only the ages are lost
+                log.warning("record timestamps unavailable: %s", one_line(exc))
                 for g in asked:
                     self._unread_last.pop(g, None)
                 return out
