@@ -81,8 +81,8 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
 
     if not Path(CHROMIUM).exists():
         raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium-headless-shell")
-    # in the run's own data directory (tests/conftest.py), which goes at the run's end even
-    # when a Chromium child outlived the removal below
+    # in the run's own data directory (tests/conftest.py), which goes at the run's end: a
+    # Chromium child still writing the profile as it is removed below left one in /tmp
     profile = tempfile.mkdtemp(prefix="gs-chromium-", dir=os.environ.get("GROUPSCOPE_DATA"))
     try:
         with sync_playwright() as pw:
@@ -102,21 +102,7 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
             finally:
                 ctx.close()
     finally:
-        _remove_profile(profile)
-
-
-def _remove_profile(profile: str) -> None:
-    """Chromium's last child may still write its profile (a cache, a journal) just after the
-    context closes, and one removal then left a directory in /tmp each suite run: removed
-    again until it is gone, for at most 10 s."""
-    def gone() -> bool:
         shutil.rmtree(profile, ignore_errors=True)
-        return not Path(profile).exists()
-
-    try:
-        wait_until(gone, 10, interval=0.2, what=f"Chromium's profile {profile} removed")
-    except TimeoutError as exc:
-        print(exc)
 
 
 SHOT_TIMEOUT_MS = 30_000
