@@ -47,6 +47,7 @@ from pathlib import Path
 
 import psutil
 
+from backend.contracts.control import STANDBY_NAME
 from backend.netutil import free_port, wait_until
 from backend.proc import abort_if_exited, reap, spawn
 from backend.supervisor.client import ControlClient, ControlError
@@ -111,7 +112,9 @@ def replica_name(cmd: str) -> str | None:
 
 
 def classify(root: int, procs: dict[int, ProcSample]) -> dict[tuple[int, int], str]:
-    """(pid, start) -> role: broker/spark/backend/web for a subtree, `replica:NAME@start`."""
+    """(pid, start) -> role: broker/spark/backend/web for a subtree, `replica:NAME@start`, and
+    `standby` for the warm standby: a process waiting for its order, a replica only once it
+    takes a name (its title then says it), so its few fds never count as an incarnation's."""
     roles: dict[tuple[int, int], str] = {}
     children: dict[int, list[int]] = {}
     for p in procs.values():
@@ -120,7 +123,9 @@ def classify(root: int, procs: dict[int, ProcSample]) -> dict[tuple[int, int], s
     def walk(pid: int, role: str) -> None:
         p = procs[pid]
         name = replica_name(p.cmdline)
-        if name:
+        if name == STANDBY_NAME:
+            role = STANDBY_NAME
+        elif name:
             role = f"replica:{name}@{p.start}"
         roles[(p.pid, p.start)] = role
         for c in children.get(pid, []):

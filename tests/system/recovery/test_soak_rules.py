@@ -1,8 +1,9 @@
-"""The soak's replica-slot rule: a trend across incarnations fails, batch-size spread does not."""
+"""The soak's rules: a trend across replica incarnations fails, batch-size spread does not; a
+warm standby is never an incarnation."""
 
 from __future__ import annotations
 
-from backend.stack.soak import Tick, judge_replica_slot, judge_role
+from backend.stack.soak import ProcSample, Tick, classify, judge_replica_slot, judge_role
 
 MB = 2**20
 
@@ -39,3 +40,23 @@ def test_a_long_lived_role_fails_on_rss_or_fd_growth_after_warm_up() -> None:
     grown = judge_role("spark", ticks([900, 1600, 1700, 2000], [300, 339, 380, 420]), 1.0)
     assert grown.problems == ["spark: RSS after warm-up 1600..2000 MB, more than 1.2x",
                               "spark: fds grew 339 -> 420"]
+
+
+def test_the_warm_standby_is_its_own_role_until_it_takes_a_name() -> None:
+    """A standby waiting for its order holds a handful of fds; judged as a replica it once made
+    the first incarnation's peak 8 fds against 44 and failed a CI run on "fds grew"."""
+    def proc(pid: int, ppid: int, start: float, cmd: str) -> ProcSample:
+        return ProcSample(pid, ppid, start, "sleeping", 100 * MB, 8, 11, cmd)
+
+    replica = "python -m backend.cli replica --group g --id {}"
+    procs = {p.pid: p for p in (
+        proc(10, 1, 1.0, "python -m backend.cli backend --replicas 3"),
+        proc(11, 10, 2.0, replica.format("ada")),
+        proc(12, 10, 3.0, replica.format("standby") + " --standby"),
+        proc(13, 12, 3.5, "some child of the standby"))}
+    roles = classify(1, procs)
+    assert roles == {(10, 1.0): "backend", (11, 2.0): "replica:ada@2.0",
+                     (12, 3.0): "standby", (13, 3.5): "standby"}
+    # the same process once it is replica bruno: an incarnation from then on
+    procs[12] = proc(12, 10, 3.0, replica.format("bruno"))
+    assert classify(1, procs)[(12, 3.0)] == "replica:bruno@3.0"
