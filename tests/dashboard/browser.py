@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,6 +93,9 @@ def chromium_page(viewport: tuple[int, int] = (1600, 1000), executable: str = CH
             # what a call names no timeout for (a full-page screenshot, a click): Playwright's
             # 30 s ran out for a 1600x2200 screenshot at load 18
             ctx.set_default_timeout(DEFAULT_TIMEOUT_MS)
+            failed = _FAILED.setdefault(ctx, [])
+            ctx.on("requestfailed",
+                   lambda req: failed.append(f"{req.url.split('/')[-1]} {req.failure}"))
             try:
                 page = ctx.pages[0] if ctx.pages else ctx.new_page()
                 try:
@@ -140,21 +144,49 @@ FETCHED_JS = """
 """
 
 
-def wait_shown(page, locator, timeout_s: float) -> None:
-    """Wait up to `timeout_s` for `locator` (a page's first render), loading the page again
-    once if it is still blank at half the time. The same kind of lost fetch, of Streamlit's
-    main script this time: three fresh clones' runs on a slow day saw a page stay blank
-    (not even Streamlit's frame) for 60 and 180 s with nothing in its server's log."""
-    try:
-        locator.wait_for(timeout=timeout_s * 500)
-        return
-    except Exception:
-        if page.inner_text("body").strip():
-            raise  # not blank: the page said something else, which the failure shows
-    print(f"{page.url}: blank after {timeout_s / 2:.0f} s; reloading. It had fetched: "
-          f"{page.evaluate(FETCHED_JS)}")
-    page.reload()
-    locator.wait_for(timeout=timeout_s * 500)
+# How long a page may stay blank before it is loaded again. On some loads headless Chromium's
+# Streamlit frontend never draws: no frame, no websocket, no session on the server, for 60 to
+# 180 s in runs beside the other lanes at load 20 and more, and for good; a reload draws it, as
+# it would for a person. A first render that is only slow (the script's first run importing
+# pandas, plotly and pyarrow) draws Streamlit's frame well within this.
+BLANK_RELOAD_S = 30.0
+BLANK_RELOADS = 2
+
+# requests a context's pages saw fail (url, Chromium's reason): what a blank page lacked
+_FAILED: weakref.WeakKeyDictionary[object, list[str]] = weakref.WeakKeyDictionary()
+
+
+def open_page(page, url: str | None, ready=None, timeout_s: float = 60.0, **goto) -> None:
+    """Load `url` (None: reload the page where it is) and wait up to `timeout_s` for `ready`
+    (a locator; by default any text at all), loading it again while it stays blank for
+    BLANK_RELOAD_S, at most BLANK_RELOADS times. Every test opens its pages through this, so
+    one rule decides when a blank page is Chromium's and when it is the app's failure."""
+    if url is None:
+        page.reload()
+    else:
+        page.goto(url, **goto)
+    reloads, loaded = 0, time.monotonic()
+    deadline = loaded + timeout_s
+    while True:
+        body = page.inner_text("body").strip()
+        if (ready.first.is_visible() if ready is not None else bool(body)):
+            return
+        now = time.monotonic()
+        if not body and now - loaded >= BLANK_RELOAD_S and reloads < BLANK_RELOADS:
+            reloads += 1
+            print(f"{page.url}: blank after {now - loaded:.0f} s; loading it again. It had "
+                  f"fetched: {page.evaluate(FETCHED_JS)}; failed: {failed_requests(page)}")
+            page.reload()
+            loaded, deadline = time.monotonic(), deadline + BLANK_RELOAD_S
+            continue
+        if now >= deadline:
+            raise TimeoutError(f"{page.url}: {ready if ready is not None else 'any text'} "
+                               f"not shown within {timeout_s:.0f} s ({reloads} reloads)")
+        time.sleep(0.5)
+
+
+def failed_requests(page) -> list[str]:
+    return list(_FAILED.get(page.context, []))
 
 
 def reload_if_scripts_lost(page, selector: str, timeout_s: float, tries: int = 2) -> None:
@@ -182,6 +214,8 @@ def _print_page(page) -> None:
         print(f"the page at {page.url} could not be read: {exc}")
         return
     print(f"the page at {page.url} showed:\n{text[:PAGE_TEXT_SHOWN]}")
+    if failed_requests(page):
+        print(f"requests that failed: {failed_requests(page)}")
 
 
 @contextmanager

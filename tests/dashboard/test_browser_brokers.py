@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from backend.broker.nodes import EmbeddedCluster
 from backend.netutil import wait_until
-from tests.dashboard.browser import lanes, save_shot, web_server
+from tests.dashboard.browser import lanes, open_page, save_shot, web_server
 from tests.observer.conftest import Members, SteadyProducer
 
 PARTITIONS = 6
@@ -43,7 +43,7 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
         for name in ("ada", "bruno"):
             members.start(name)
         with web_server(env, tmp_path / "web.log") as url, chromium() as page:
-            page.goto(url)
+            open_page(page, url)
 
             def full_isr():
                 current = lanes(page)
@@ -90,7 +90,7 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
             save_shot(page, artifacts_dir / "brokers-live-full.png")
 
             # Status: every topic, the internal ones too, from the cluster poller
-            page.goto(f"{url}/status")
+            open_page(page, f"{url}/status")
             status = page.locator(".st-key-brokers-status")
             wait_until(lambda: f"broker {victim}" in status.inner_text()
                        and brokers(page).get(victim, {}).get("state") == "down", 30,
@@ -100,7 +100,7 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
 
             # Timeline: leaders over time and Kafka's changes (a data grid drawn on a canvas:
             # its heading's count is what the page's text holds)
-            page.goto(f"{url}/timeline")
+            open_page(page, f"{url}/timeline")
 
             def changes() -> int:
                 found = re.search(r"Kafka changes \((\d+)\)", page.inner_text("body"))
@@ -111,7 +111,7 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
             assert "Leaders of" in page.inner_text("body")
 
             cluster3.start_node(victim)
-            page.goto(url)
+            open_page(page, url)
             wait_until(full_isr, 90, interval=0.5, what="every ISR back to 1,2,3")
             wait_until(lambda: brokers(page).get(victim, {}).get("state") == "up", 30,
                        what=f"broker {victim}'s card up again")  # its own refresh

@@ -13,7 +13,7 @@ from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
 from tests.dashboard.browser import button as _button
 from tests.dashboard.browser import choose as _choose
-from tests.dashboard.browser import lanes, save_shot, stack_env, supervisor, web_server
+from tests.dashboard.browser import lanes, open_page, save_shot, stack_env, supervisor, web_server
 
 SESSION_TIMEOUT_S = 6.0  # the replicas' session.timeout.ms
 
@@ -48,7 +48,7 @@ def test_kill_from_the_page_moves_lanes_and_scaling_past_partitions_warns(
             web_server({**env, "GROUPSCOPE_DATA": str(data)}, tmp_path / "web.log") as url, \
             chromium() as page:
         try:
-            page.goto(url)  # Live is the default page: it lives at the root
+            open_page(page, url)  # Live is the default page: it lives at the root
             before = wait_until(lambda: _stable_owners(page, 3), 240,
                                 what="6 lanes owned by 3 replicas")
             _shot(page, artifacts_dir, "live-3-replicas")

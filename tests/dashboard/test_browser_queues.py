@@ -14,11 +14,11 @@ from backend.supervisor.client import ControlClient
 from tests.dashboard.browser import (
     button,
     choose,
+    open_page,
     press_until,
     save_shot,
     stack_env,
     supervisor,
-    wait_shown,
     web_server,
 )
 
@@ -55,9 +55,8 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             web_server({**env, "GROUPSCOPE_DATA": str(data)}, tmp_path / "web.log") as url, \
             chromium() as page:
         try:
-            page.goto(f"{url}/queues")
-            wait_shown(page, page.get_by_text("Share group", exact=False).first,
-                       FIRST_RENDER_S)
+            open_page(page, f"{url}/queues", page.get_by_text("Share group", exact=False),
+                      FIRST_RENDER_S)
             for key in ("q_cg_n", "q_sg_n"):
                 box = page.locator(f".st-key-{key} input")
                 box.fill("3")
@@ -99,7 +98,7 @@ def test_the_queues_page_shows_idle_consumers_working_sharers_and_a_kill(
             _shot(page, artifacts_dir, "queues-after-kill")
 
             # the Streams page says per car how the share group beside received it
-            page.goto(f"{url}/streams")
+            open_page(page, f"{url}/streams")
             said = re.compile(rf"The share group {share} on the same topic has had [\d,]+ "
                               "records arrive out of order")
             wait_until(lambda: said.search(page.inner_text("body")), 60,

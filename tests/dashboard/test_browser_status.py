@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dashboard.theme import PROJECTOR_QUERY
-from tests.dashboard.browser import save_shot, web_server
+from tests.dashboard.browser import open_page, save_shot, web_server
 
 STATUS_PATH = "status"
 
@@ -20,7 +20,7 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, chromium, unique, 
     env = {"GROUPSCOPE_KAFKA_PORT": str(broker.port), "SPARK_REMOTE": spark_remote,
            "GROUPSCOPE_BOOTSTRAP": "", "GROUPSCOPE_KAFKA_CONFIG": ""}
     with web_server(env, tmp_path / "web.log") as url, chromium() as page:
-        page.goto(f"{url}/{STATUS_PATH}")
+        open_page(page, f"{url}/{STATUS_PATH}")
         try:
             _check(page, topic)
         finally:
@@ -34,7 +34,7 @@ def test_status_page_in_chromium(broker, kafka, spark_remote, chromium, unique, 
         save_shot(page, artifacts_dir / "status-page-dark.png")
         assert background == "rgb(11, 18, 32)", background  # theme.dark backgroundColor
         # the projector theme: black on white even in a dark browser, kept across pages
-        page.goto(f"{url}/{STATUS_PATH}?{PROJECTOR_QUERY[0]}={PROJECTOR_QUERY[1]}")
+        open_page(page, f"{url}/{STATUS_PATH}?{PROJECTOR_QUERY[0]}={PROJECTOR_QUERY[1]}")
         _check(page, topic)
         assert _background(page) == "rgb(255, 255, 255)"
         page.get_by_role("link", name="Groups").first.click()

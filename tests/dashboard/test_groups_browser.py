@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from backend.netutil import wait_until
 from dashboard.groups_model import COLUMNS
-from tests.dashboard.browser import save_shot, web_server
+from tests.dashboard.browser import open_page, save_shot, web_server
 from tests.dashboard.group import Member, create_topic
 from tests.observer.conftest import Members, SteadyProducer
 from tests.observer.seed import seed_groups
@@ -85,8 +85,8 @@ def test_watch_opens_on_groups_filters_and_opens_a_foreign_group(
 
 def _check(page, url: str, names: dict[str, int], live_group: str, kip848: str, unique: str,
            artifacts_dir: Path) -> None:
-    page.goto(url)  # the root: Groups is watch mode's first page
-    page.get_by_role("heading", name="Consumer groups").wait_for(timeout=60_000)
+    # the root: Groups is watch mode's first page
+    open_page(page, url, page.get_by_role("heading", name="Consumer groups"))
     _filter(page, unique)  # the session's broker holds other tests' groups too
     ours = set(names) | {live_group, kip848}
 

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from backend.kafka.javaadmin.reader import KafkaReader
 from backend.netutil import wait_until
-from tests.dashboard.browser import button, save_shot
+from tests.dashboard.browser import button, open_page, save_shot
 from tests.dashboard.group import Member, create_topic
 from tests.dashboard.screen import assert_fits
 from tests.dashboard.test_groups_browser import watch_server
@@ -61,8 +61,7 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
         with watch_server(kafka.bootstrap, log, tmp_path / "data",
                           "--allow-offset-writes") as url, chromium() as page:
             try:
-                page.goto(f"{url}/offsets")
-                page.get_by_text("Reset offsets").first.wait_for(timeout=60_000)
+                open_page(page, f"{url}/offsets", page.get_by_text("Reset offsets"))
                 _fill(page, "off_group", idle)
                 button(page, "off_preview").click()
                 said = (f"2 partitions of 1 topic, 2 changing: replays {COMMITTED * 2} "
@@ -101,8 +100,7 @@ def test_the_offsets_page_previews_applies_an_empty_group_and_refuses_a_live_one
         # without the flag: no Offsets page, no form at its address
         with watch_server(kafka.bootstrap, tmp_path / "plain.log", tmp_path / "data2") as url, \
                 chromium() as page:
-            page.goto(f"{url}/offsets")
-            page.get_by_text("Groups").first.wait_for(timeout=60_000)
+            open_page(page, f"{url}/offsets", page.get_by_text("Groups"))
             assert page.locator(".st-key-off_preview").count() == 0
             assert page.get_by_text("Reset offsets").count() == 0
             nav = page.locator("[data-testid='stTopNavLink'], [data-testid='stNavLink']")

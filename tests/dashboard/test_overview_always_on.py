@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from backend.netutil import wait_until
+from tests.dashboard.browser import open_page
 from tests.dashboard.test_groups_browser import grid_rows, watch_server
 from tests.observer.conftest import create_topic, members_factory, producer_factory
 from tests.observer.seed import seed_groups
@@ -61,7 +62,7 @@ def test_the_groups_page_left_open_does_not_grow(kafka, unique, chromium, member
     with watch_server(kafka.bootstrap, tmp_path / "watch.log", tmp_path / "data") as url, \
             chromium() as page:
         server = psutil.Process(listening_pid(int(url.rsplit(":", 1)[1])))
-        page.goto(url)
+        open_page(page, url)
         wait_until(lambda: any(prefix in " ".join(r) for r in grid_rows(page)), 90,
                    interval=1.0, what="the seeded groups on the Groups page")
         cdp = page.context.new_cdp_session(page)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from backend.netutil import wait_until
-from tests.dashboard.browser import stack_env, supervisor, web_server
+from tests.dashboard.browser import open_page, stack_env, supervisor, web_server
 from tests.dashboard.screen import SIZES, Verdict, judged
 
 # `slow`: a minute and more of page loads and layouts, most of it waiting on the browser
@@ -47,8 +47,7 @@ def test_every_page_fits_every_screen(broker, spark_remote, chromium, stack, uni
             chromium(viewport=SIZES[0]) as page:
         for path, ready in PAGES:
             page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
-            page.goto(f"{url}/{path}")
-            page.locator(ready).first.wait_for(timeout=120_000)
+            open_page(page, f"{url}/{path}", page.locator(ready), 120)
             if path == "":  # the lanes owned: what the stage is about
                 wait_until(lambda: page.locator(".gs-lanes .own").count() >= 6, 120,
                            interval=0.5, what="six lanes on the Live page")

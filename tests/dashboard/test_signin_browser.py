@@ -23,7 +23,7 @@ import pytest
 
 from backend.history.sqlite import SqliteStore
 from backend.netutil import free_port, wait_until
-from tests.dashboard.browser import button, save_shot, wait_shown
+from tests.dashboard.browser import button, open_page, save_shot
 from tests.dashboard.group import create_topic
 from tests.dashboard.test_groups_browser import watch_server
 from tests.dashboard.test_offsets_page_browser import _committed, _fill
@@ -47,7 +47,7 @@ def add_user(issuer: str, sub: str, **claims: object) -> None:
 
 def sign_in(page, url: str, sub: str) -> None:
     """From the sign-in button through the provider's form, back to the dashboard."""
-    page.goto(url)
+    open_page(page, url, page.get_by_role("button", name="Sign in"))
     page.get_by_role("button", name="Sign in").click()
     page.get_by_placeholder("sub").fill(sub)
     page.get_by_role("button", name="Authorize").click()
@@ -65,9 +65,13 @@ def preview_and_apply(page, group: str) -> None:
     apply.click()
 
 
+def signed_out_page(page, url: str) -> None:
+    # a first render beside the other lanes (load 22) outlasted 60 s
+    open_page(page, url, page.get_by_role("button", name="Sign in"), 120)
+
+
 def shows_nothing_of_the_cluster(page, *names: str) -> None:
-    # a first render beside the other lanes (load 22) outlasted 60 s: loaded again halfway
-    wait_shown(page, page.get_by_role("button", name="Sign in"), 120)
+    page.get_by_role("button", name="Sign in").first.wait_for(timeout=120_000)
     body = page.locator("body").inner_text()
     for name in names:
         assert name not in body, body
@@ -95,7 +99,7 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
             # signed out: the sign-in button on every address, nothing of the cluster
             with chromium() as page:
                 for path in ("", "/groups", "/offsets", "/watch"):
-                    page.goto(f"{url}{path}")
+                    signed_out_page(page, f"{url}{path}")
                     shows_nothing_of_the_cluster(page, group, topic, kafka.bootstrap)
 
             # a viewer reads, previews, and is refused the write
@@ -108,9 +112,8 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
                 box.fill(group)
                 box.press("Enter")
                 page.get_by_text(group).first.wait_for(state="attached", timeout=90_000)
-                page.goto(f"{url}/offsets")
-                page.get_by_text("You (ann@example.com) are a viewer").first.wait_for(
-                    timeout=60_000)
+                open_page(page, f"{url}/offsets",
+                          page.get_by_text("You (ann@example.com) are a viewer"))
                 preview_and_apply(page, group)
                 page.get_by_text("needs the operator role, and ann@example.com is a viewer"
                                  ).first.wait_for(timeout=60_000)
@@ -123,8 +126,7 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
             with chromium() as page:
                 sign_in(page, url, "olu@example.com")
                 page.get_by_text("olu@example.com · operator").first.wait_for(timeout=60_000)
-                page.goto(f"{url}/offsets")
-                page.get_by_text("Reset offsets").first.wait_for(timeout=60_000)
+                open_page(page, f"{url}/offsets", page.get_by_text("Reset offsets"))
                 preview_and_apply(page, group)
                 page.get_by_text("every offset reads back as previewed").first.wait_for(
                     timeout=60_000)
@@ -133,7 +135,7 @@ def test_sign_in_lets_viewers_read_operators_write_and_refuses_the_rest(
                 page.get_by_role("button", name="Sign out").click()
                 wait_until(lambda: "Sign in" in page.locator("body").inner_text()
                            or "/oauth2/end_session" in page.url, 30, what="signed out")
-                page.goto(url)
+                signed_out_page(page, url)
                 shows_nothing_of_the_cluster(page, group, topic)
             assert _committed(kafka, group) == {(topic, p): 0 for p in range(PARTITIONS)}
             store = SqliteStore(data / "history.sqlite")

@@ -25,7 +25,7 @@ from backend.contracts.history import (
 from backend.history.sqlite import SqliteStore
 from backend.history.store import Cycle, GroupLag
 from backend.netutil import wait_until
-from tests.dashboard.browser import press_until, save_shot
+from tests.dashboard.browser import open_page, press_until, save_shot
 from tests.dashboard.test_groups_browser import watch_server
 
 MIN_MS = 60_000
@@ -130,8 +130,7 @@ def test_timeline_scrubs_the_memory_and_survives_an_unreadable_one(
 
 def _scrub(page, url: str, group: str, joined: Episode, worst: Episode, left: Episode,
            newest: Episode, artifacts_dir: Path) -> None:
-    page.goto(f"{url}/timeline")
-    page.get_by_role("heading", name=f"Rebalances of {group}").wait_for(timeout=60_000)
+    open_page(page, f"{url}/timeline", page.get_by_role("heading", name=f"Rebalances of {group}"))
 
     # the newest episode is shown first: its cause, its evidence, its cost
     card = _wait_card(page, CRASHED, newest.causes[0].evidence, what="the newest episode's card")
@@ -229,8 +228,7 @@ def _hover(page, band: int, expected: str) -> str:
 
 
 def _unreadable(page, url: str, path: Path) -> None:
-    page.goto(f"{url}/timeline")
-    page.get_by_role("heading", name="Timeline").wait_for(timeout=60_000)
+    open_page(page, f"{url}/timeline", page.get_by_role("heading", name="Timeline"))
     # the words of each warning (its icon is a ligature: text too)
     warnings = page.locator("[data-testid=stAlertContentWarning] [data-testid=stMarkdownContainer]")
 

@@ -12,6 +12,7 @@ import pytest
 from backend.contracts.history import EXPIRED, HISTORY_FILE
 from backend.history.sqlite import SqliteStore
 from backend.netutil import wait_until
+from tests.dashboard.browser import open_page
 from tests.dashboard.test_groups_browser import watch_server
 from tests.observer.conftest import REPO, Members, SteadyProducer, create_topic, told_or_unseen
 
@@ -69,9 +70,8 @@ def test_a_rebalance_seen_by_one_watch_is_on_the_next_ones_timeline(
         expired = told_or_unseen(episode, EXPIRED)
         with chromium() as page, watch_server(kafka.bootstrap, tmp_path / "watch-2.log", data,
                                               "--group", group) as url:
-            page.goto(f"{url}/timeline")
-            page.get_by_role("heading", name=f"Rebalances of {group}").wait_for(
-                timeout=60_000)
+            open_page(page, f"{url}/timeline",
+                      page.get_by_role("heading", name=f"Rebalances of {group}"))
 
             def card() -> str | None:
                 text = page.locator(".st-key-timeline_card").first.inner_text(timeout=10_000)

@@ -12,7 +12,14 @@ import pytest
 from backend.contracts.lab import DEFAULT_LAB_PROTOCOLS, KILL
 from backend.netutil import wait_until
 from backend.supervisor.client import ControlClient
-from tests.dashboard.browser import press_until, save_shot, stack_env, supervisor, web_server
+from tests.dashboard.browser import (
+    open_page,
+    press_until,
+    save_shot,
+    stack_env,
+    supervisor,
+    web_server,
+)
 from tests.dashboard.screen import SIZES, judged
 
 # `slow`: four groups of replicas warming up on one Spark, then a static member's 30 s session
@@ -46,8 +53,7 @@ def test_a_kill_from_the_lab_page_is_measured_for_every_protocol(
             chromium() as page:
         control = ControlClient.discover(data, timeout=20)
         try:
-            page.goto(f"{url}/lab")
-            page.get_by_text("No lab runs").first.wait_for(timeout=60_000)
+            open_page(page, f"{url}/lab", page.get_by_text("No lab runs"))
             body = lambda: page.inner_text("body")  # noqa: E731
             press_until(page, "lab_start", lambda: _lab(control) is not None, 60,
                         "the lab started", shown=body)

@@ -46,11 +46,11 @@ from dashboard.groups_model import COLUMNS
 from tests.conftest import stack_processes
 from tests.dashboard.browser import (
     SCRIPT_LOST,
+    open_page,
     press_until,
     reload_if_scripts_lost,
     save_shot,
     streamlit_healthy,
-    wait_shown,
 )
 from tests.dashboard.test_groups_browser import grid_rows
 from tests.exporter.conftest import scrape
@@ -266,9 +266,8 @@ def _open_until(page, url: str, selector: str, what: str, log: Path | None,
     test's output: a blank page says nothing of why."""
     wait_until(lambda: streamlit_healthy(url.rsplit("/", 1)[0]), 60, interval=0.5,
                what=f"{what}: the server's health check")
-    page.goto(url)
     try:
-        wait_shown(page, page.locator(selector).first, FIRST_RENDER_S)
+        open_page(page, url, page.locator(selector), FIRST_RENDER_S)
         reload_if_scripts_lost(page, selector, FIRST_RENDER_S)
     except Exception:
         save_shot(page, shot, full_page=False)
@@ -353,8 +352,7 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                         # the table's script lost on its way once the filter drew it (load
                         # 25): a reader reloads and filters again, and so does the test
                         print(f"{page.url}: the table's script was lost; reloading")
-                        page.reload()
-                        wait_shown(page, box.first, FIRST_RENDER_S)
+                        open_page(page, None, box, FIRST_RENDER_S)
                         box.fill(load.prefix)
                         box.press("Enter")
                         return set()

@@ -25,6 +25,7 @@ from backend.kafka.jars import KAFKA3_VERSION, kafka_classpath, kafka_extras
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import free_port, wait_until
 from backend.proc import STOP_WITHIN_S, run
+from tests.dashboard.browser import open_page
 from tests.dashboard.test_groups_browser import grid_rows, watch_server
 from tests.exporter.conftest import groupscope, value, wait_exported  # noqa: F401 (fixture)
 from tests.exporter.test_exporter_live import produce_exactly, wait_serving
@@ -151,7 +152,7 @@ def test_the_exporter_alerts_and_the_groups_page_on_a_kafka_3_cluster(
 
     with watch_server(kafka3.bootstrap, tmp_path / "watch.log", tmp_path / "data") as url, \
             chromium() as page:
-        page.goto(f"{url}/groups")
+        open_page(page, f"{url}/groups")
         wait_until(lambda: any(r and r[0] == idle for r in grid_rows(page)), 90,
                    what="the idle group's row on the Groups page")
         page.get_by_text("Kafka 3.9 · Share groups need Kafka 4.1 or later").first.wait_for(

@@ -21,7 +21,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from backend.contracts.room import ENV_ROOM_ADDRESS, PASSCODE_TRIES
 from backend.netutil import free_port, wait_until
 from dashboard.presenter import ENV_LOCKOUT_S
-from tests.dashboard.browser import save_shot, wait_shown, web_server
+from tests.dashboard.browser import open_page, save_shot, web_server
 from tests.system.room.conftest import PASSCODE, write_room
 from tests.system.room.netns import Laptop
 
@@ -135,25 +135,6 @@ def room_server(laptop: Laptop, tmp_path: Path, **env: str) -> Iterator[Room]:
         yield Room(url, room_url, log)
 
 
-def open_app(page: Any, url: str, attempts: int = 3, wait_s: float = 20.0) -> None:
-    """Load the dashboard at `url` until Streamlit has drawn something. On some first loads
-    headless Chromium's Streamlit frontend never opens its websocket (a blank page, no
-    session on the server; seen in 1 to 2 of 3 runs on 2026-11-26, before and after that
-    day's changes alike), and stays so; a reload connects, as it would for a person."""
-    for attempt in range(attempts):
-        if attempt == 0:
-            page.goto(url)
-        else:
-            page.reload()
-        try:
-            wait_until(lambda: page.inner_text("body").strip(), wait_s, interval=0.5,
-                       what=f"the dashboard at {url} to draw")
-            return
-        except TimeoutError:
-            if attempt == attempts - 1:
-                raise
-
-
 def ctl_keys(page: Any) -> list[str]:
     return page.evaluate(CTL_KEYS_JS)
 
@@ -180,10 +161,10 @@ def send(page: Any, msg: BackMsg) -> None:
         if page.inner_text("body").strip():
             raise
     # blank, no socket: a fresh clone at load 25 found the laptop's page so after the first
-    # forged rerun, for 90 s (the frontend that never opens its websocket: `open_app`). A
+    # forged rerun, for 90 s (the frontend that never opens its websocket: `open_page`). A
     # person reloads; the widget and fragment ids are the app's, the same in a new session
     print(f"{page.url}: blank with no open websocket for 45 s; loading it again")
-    open_app(page, page.url)
+    open_page(page, None)
     wait_until(lambda: page.evaluate(SEND_JS, data) >= 1, 90, interval=0.2,
                what="an open websocket on the reloaded page to send on")
 
@@ -228,7 +209,7 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
         wire = Wire()
         with chromium() as page:
             wire.attach(page)
-            open_app(page, room.url)
+            open_page(page, room.url)
             wait_until(lambda: "ctl_start" in ctl_keys(page) and live_page_shown(page), 90,
                        what="the presenter's controls on the Live page")
             # the replica cards (with their Kill buttons) may draw a rerun after the sidebar
@@ -241,7 +222,7 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
             shot(page, artifacts_dir, "room-presenter")
             start = wire.element("ctl_start")
             assert start is not None, "no ctl_start button on the presenter's wire"
-            open_app(page, room.room_url)
+            open_page(page, room.room_url)
             wait_until(lambda: "ctl_start" in ctl_keys(page), 60,
                        what="controls for this host's browser on the room address")
 
@@ -250,7 +231,7 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
         with laptop_chromium() as page:
             page.add_init_script(KEEP_SOCKETS_JS)
             seen.attach(page)
-            open_app(page, room.room_url)
+            open_page(page, room.room_url)
             wait_until(lambda: live_page_shown(page) and
                        passcode_box(page).count() == 1, 90,
                        what="the Live page and the passcode box on the laptop")
@@ -294,12 +275,12 @@ def test_a_laptop_sees_the_live_page_without_controls_and_replayed_events_do_not
             assert ctl_keys(page) == []
             assert seen.element("ctl_start") is None and seen.element("ctl_kill") is None
 
-            page.goto(f"{room.room_url}/watch")
+            open_page(page, f"{room.room_url}/watch")
             wait_until(lambda: live_page_shown(page), 60, what="the default page instead")
             assert "client.properties" not in page.inner_text("body")
 
             # no replay for a viewer: the Streams page draws no Replay panel
-            page.goto(f"{room.room_url}/streams")
+            open_page(page, f"{room.room_url}/streams")
             wait_until(lambda: any(t in page.inner_text("body") for t in (
                 "messages summarised", "No summaries yet")) and page.locator(
                 "[data-testid='stStatusWidget']").count() == 0, 60,
@@ -335,7 +316,7 @@ def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_un
     with room_server(laptop, tmp_path, **{ENV_LOCKOUT_S: str(LOCKOUT_S)}) as room:
         with laptop_chromium() as page:
             page.add_init_script(KEEP_SOCKETS_JS)
-            open_app(page, room.room_url)
+            open_page(page, room.room_url)
             try:
                 passcode_box(page).wait_for(timeout=90_000)
             except Exception:
@@ -371,7 +352,7 @@ def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_un
 
         # a new browser session from the same address is locked out as well
         with laptop_chromium() as page:
-            open_app(page, room.room_url)
+            open_page(page, room.room_url)
             page.get_by_text("Too many wrong passcodes from this address: locked for") \
                 .wait_for(timeout=60_000)
             refused_again(page, "the refusal in a new session")
@@ -393,10 +374,9 @@ def test_wrong_passcodes_lock_a_laptop_out_and_after_the_window_the_right_one_un
                        what="the passcode box gone once unlocked")
             shot(page, artifacts_dir, "room-viewer-unlocked")
             other = page.context.new_page()
-            open_app(other, room.room_url)
             try:  # a first render at load 29 took more than 60 s
-                wait_shown(other, passcode_box(other), 120)
-            except PlaywrightTimeout:
+                open_page(other, room.room_url, passcode_box(other), 120)
+            except Exception:
                 print("the other tab showed:", other.inner_text("body")[-3000:],
                       "\nits controls:", ctl_keys(other))
                 raise

@@ -22,7 +22,7 @@ from backend.proc import spawn
 from backend.supervisor.client import ControlClient
 from dashboard import leaderboard_model as lb
 from dashboard import room_model as rm
-from tests.dashboard.browser import save_shot
+from tests.dashboard.browser import open_page, save_shot
 from tests.dashboard.screen import SIZES, assert_fits
 from tests.system.room.netns import Laptop
 
@@ -125,8 +125,7 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
                 ("room-presenter-live", chromium, f"http://127.0.0.1:{web_port}"),
                 ("room-laptop-live", laptop_chromium, room.dashboard_url)):
             with opener(viewport=(1600, 2200)) as page:
-                page.goto(url)
-                page.get_by_text("laptop-spark").first.wait_for(timeout=60_000)
+                open_page(page, url, page.get_by_text("laptop-spark"))
                 page.get_by_text("Join this room").first.wait_for(timeout=30_000)
                 save_shot(page, artifacts_dir / f"{name}.png")
                 kill_buttons = page.get_by_role("button", name="Kill").count()
@@ -137,9 +136,8 @@ def test_a_laptop_joins_the_room_and_takes_over_a_killed_replicas_partitions(
             if name == "room-laptop-live":
                 continue
             with opener(viewport=(1600, 1000)) as page:  # the leaderboard, on screen
-                page.goto(url)
                 heading = page.get_by_text("Leaderboard", exact=True).first
-                heading.wait_for(timeout=60_000)
+                open_page(page, url, heading)
                 heading.scroll_into_view_if_needed()
                 page.get_by_text("laptop-spark").last.wait_for(timeout=30_000)
                 save_shot(page, artifacts_dir / "room-leaderboard.png", full_page=False)

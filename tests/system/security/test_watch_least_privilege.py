@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from backend.netutil import wait_until
-from tests.dashboard.browser import web_server
+from tests.dashboard.browser import open_page, web_server
 from tests.observer.conftest import Members, SteadyProducer, create_topic
 from tests.observer.test_acl_observer import PASSWORDS, grant_watcher, secure_broker
 
@@ -76,7 +76,7 @@ def test_watch_mode_as_watcher_shows_the_group_offers_no_control_and_hides_the_p
         members.start("lp-a")
         with web_server(_env(admin.bootstrap, good, group, topic, tmp_path / "d1"), log) as url, \
                 chromium() as page:
-            page.goto(f"{url}/watch", wait_until="domcontentloaded")
+            open_page(page, f"{url}/watch", wait_until="domcontentloaded")
 
             def lanes_shown():
                 html = page.content()
@@ -92,7 +92,7 @@ def test_watch_mode_as_watcher_shows_the_group_offers_no_control_and_hides_the_p
         bad_log = tmp_path / "web-wrong.log"
         with web_server(_env(admin.bootstrap, wrong, group, topic, tmp_path / "d2"),
                         bad_log) as url, chromium() as page:
-            page.goto(f"{url}/watch", wait_until="domcontentloaded")
+            open_page(page, f"{url}/watch", wait_until="domcontentloaded")
 
             def error_shown():
                 alerts = [a.inner_text() for a in
