@@ -185,7 +185,7 @@ class OverviewWatcher:
                                         own=self.collector.is_own(r.group),
                                         oldest_unread_ms=times.get(r.group), counts=counts,
                                         actions=history.actions(r.group, r.taken_ms)
-                                        if history is not None else ())
+                                        if history is not None else (), moved=self._moved)
                 refreshed += 1
                 errors += row.error is not None
             # the first batch (the visible rows) at once, the rest at most every

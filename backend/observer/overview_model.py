@@ -15,6 +15,7 @@ from __future__ import annotations
 import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from backend.contracts import CLASSIC
@@ -74,6 +75,15 @@ class _GroupMemory:
     seen: tuple | None = None
     lag_written: tuple[int, int, float | None] | None = None  # (ts, lag, seconds)
     parts_written: tuple[int, dict] | None = None  # (ts, partition lags)
+    # what the last reading's partitions rested on (`OverviewModel._unmoved`): its commits
+    # (the one dict `seen` holds too), members, record times (the very mapping the watcher
+    # handed over) and partitions in the row's order; `settled`: every one of those
+    # partitions' windows settled and none fed by that reading
+    committed: Mapping[TP, int] | None = None
+    members: tuple = ()
+    times: Mapping[TP, int | None] | None = None
+    tps: tuple[TP, ...] = ()
+    settled: bool = False
 
 
 def _same_lag(last: tuple[int, int, float | None], now: int, total: int,
@@ -213,7 +223,8 @@ class OverviewModel:
     def update(self, reading: GroupReading, ends: Mapping[TP, int], starts: Mapping[TP, int],
                own: bool, oldest_unread_ms: Mapping[TP, int | None] | None = None,
                counts: Mapping[str, int] | None = None,
-               actions: Sequence[Action] = ()) -> GroupRow:
+               actions: Sequence[Action] = (), moved: AbstractSet[TP] | None = None
+               ) -> GroupRow:
         """Fold one reading into the group's row.
 
         `oldest_unread_ms` maps a partition to the broker timestamp of the first record the
@@ -222,6 +233,9 @@ class OverviewModel:
         A share group's lag is the one its broker reports (`reading.reported_lag`) where it
         reports one, as on its Live page. `counts` (topic -> partitions) lets the episode
         tracker see partitions added; `actions` are the supervisor's on the group's replicas.
+        `moved`: the partitions whose log end or start is not last cycle's (the watcher's);
+        with it, a group none of whose inputs moved takes its last partitions, aged
+        (`_unmoved`); without it every partition is folded.
         """
         if reading.error is not None or reading.description is None:
             return self.failed(reading.group, reading.error or "no description", reading.taken_ms)
@@ -229,17 +243,62 @@ class OverviewModel:
         now = reading.taken_ms
         mem = self._remember(reading.group)
         times = oldest_unread_ms or {}
-        reported = reading.reported_lag  # empty but for share groups: one lookup a partition
+        last = self._rows.get(reading.group)
+        if moved is not None and last is not None and self._unmoved(
+                reading, mem, last, ends, moved, oldest_unread_ms):
+            parts = self._aged(last.partitions, mem.tps, times, now)
+            total, topics = last.lag_messages or 0, last.topics
+        else:
+            parts, owners = self._fold(reading, mem, last, ends, starts, times, now)
+            mem.times = oldest_unread_ms
+            total = sum(p.lag_messages for p in parts)
+            topics = tuple(sorted({p.topic for p in parts} | {t for t, _ in owners}))
+        if mem.trend_lag and mem.trend_lag[-1] == total:
+            total = mem.trend_lag[-1]
+        mem.trend_ms = (*mem.trend_ms[1 - TREND_POINTS:], now)
+        mem.trend_lag = (*mem.trend_lag[1 - TREND_POINTS:], total)
+        rate = lag_rate(mem.trend_ms, mem.trend_lag)
+        known_s = [p.lag_seconds for p in parts if p.lag_seconds is not None]
+        max_s = max(known_s) if known_s else None
+        self._track(reading, mem, ends, counts or {}, total, actions)
+        self._record(reading.group, mem, desc, now, total, max_s, parts)
+        day_ago, hour_ago = now - DAY_MS, now - REBALANCE_WINDOW_MS
+        if mem.starts and mem.starts[0] < day_ago:
+            mem.starts = mem.starts[bisect_left(mem.starts, day_ago):]
+        row = GroupRow(
+            group=reading.group, state=desc.state, protocol=desc.protocol,
+            assignor=desc.assignor, members=len(desc.members),
+            topics=topics, lag_messages=total, max_lag_seconds=max_s,
+            lag_trend=mem.trend_lag, lag_rate=rate,
+            catch_up_seconds=catch_up_seconds(total, rate),
+            health=worst(p.health for p in parts),
+            rebalances_last_hour=sum(1 for t in mem.starts if t >= hour_ago),
+            rebalances_24h=len(mem.starts),
+            rebalance_times=tuple(t for t in mem.starts if t >= hour_ago),
+            last_rebalance_ms=mem.last_rebalance_ms, last_cause=mem.last_cause,
+            rebalancing=mem.tracker.in_progress, generation=desc.epoch,
+            own=own, partitions=tuple(parts), described_ms=now)
+        self._put(row)
+        return row
 
+    def _fold(self, reading: GroupReading, mem: _GroupMemory, last: GroupRow | None,
+              ends: Mapping[TP, int], starts: Mapping[TP, int],
+              times: Mapping[TP, int | None], now: int
+              ) -> tuple[list[PartitionLag], dict[TP, str]]:
+        """Every partition of the reading, each judged by its window (fed unless settled and
+        unmoved); notes in `mem` what the parts rested on, for `_unmoved` next time."""
+        desc = reading.description
+        assert desc is not None
+        reported = reading.reported_lag  # empty but for share groups: one lookup a partition
         owners = {tp: m.client_id for m in desc.members for tp in m.assignment}
         tps = [tp for tp in sorted(set(reading.committed) | set(owners)) if tp in ends]
         # partitions with no log end known (topic gone, or leaderless) are not counted
-        last = self._rows.get(reading.group)
         before = last.partitions if last is not None else ()
         if len(before) != len(tps):
             before = ()
         windows = mem.windows
         parts = []
+        fed = False
         for i, tp in enumerate(tps):
             committed = reading.committed.get(tp)
             end = ends[tp]
@@ -256,39 +315,51 @@ class OverviewModel:
                 parts.append(was if was.lag_seconds == lag_s else PartitionLag(
                     tp[0], tp[1], committed, end, lag, lag_s, was.health, owner))
                 continue
+            fed = True
             windows.add(tp, OffsetPoint(now, committed, lag))
             health = windows.evaluate(tp, owned=owner is not None)
             parts.append(PartitionLag(tp[0], tp[1], committed, end, lag, lag_s, health, owner))
+        if mem.committed != reading.committed:  # equal commits: one dict kept (`seen`'s too)
+            mem.committed = reading.committed
+        mem.members, mem.tps, mem.settled = desc.members, tuple(tps), not fed and not reported
+        return parts, owners
 
-        total = sum(p.lag_messages for p in parts)
-        if mem.trend_lag and mem.trend_lag[-1] == total:
-            total = mem.trend_lag[-1]
-        mem.trend_ms = (*mem.trend_ms[1 - TREND_POINTS:], now)
-        mem.trend_lag = (*mem.trend_lag[1 - TREND_POINTS:], total)
-        rate = lag_rate(mem.trend_ms, mem.trend_lag)
-        known_s = [p.lag_seconds for p in parts if p.lag_seconds is not None]
-        max_s = max(known_s) if known_s else None
-        self._track(reading, mem, ends, counts or {}, total, actions)
-        self._record(reading.group, mem, desc, now, total, max_s, parts)
-        day_ago, hour_ago = now - DAY_MS, now - REBALANCE_WINDOW_MS
-        if mem.starts and mem.starts[0] < day_ago:
-            mem.starts = mem.starts[bisect_left(mem.starts, day_ago):]
-        row = GroupRow(
-            group=reading.group, state=desc.state, protocol=desc.protocol,
-            assignor=desc.assignor, members=len(desc.members),
-            topics=tuple(sorted({p.topic for p in parts} | {t for t, _ in owners})),
-            lag_messages=total, max_lag_seconds=max_s,
-            lag_trend=mem.trend_lag, lag_rate=rate,
-            catch_up_seconds=catch_up_seconds(total, rate),
-            health=worst(p.health for p in parts),
-            rebalances_last_hour=sum(1 for t in mem.starts if t >= hour_ago),
-            rebalances_24h=len(mem.starts),
-            rebalance_times=tuple(t for t in mem.starts if t >= hour_ago),
-            last_rebalance_ms=mem.last_rebalance_ms, last_cause=mem.last_cause,
-            rebalancing=mem.tracker.in_progress, generation=desc.epoch,
-            own=own, partitions=tuple(parts), described_ms=now)
-        self._put(row)
-        return row
+    @staticmethod
+    def _unmoved(reading: GroupReading, mem: _GroupMemory, last: GroupRow,
+                 ends: Mapping[TP, int], moved: AbstractSet[TP],
+                 times: Mapping[TP, int | None] | None) -> bool:
+        """Whether the reading repeats the last one on every input of its partitions: the
+        same commits and members, the same record times (the watcher hands over the very
+        mapping it kept when it did not ask again), no log end or start moved, every window
+        settled. Then `_fold` would keep each partition's numbers and health and feed no
+        window; only the ages grow (most groups of a large cluster, most cycles)."""
+        desc = reading.description
+        assert desc is not None
+        return mem.settled and last.error is None and times is mem.times \
+            and reading.committed == mem.committed and desc.members == mem.members \
+            and moved.isdisjoint(mem.tps) and all(map(ends.__contains__, mem.tps)) \
+            and len(last.partitions) == len(mem.tps)
+
+    @staticmethod
+    def _aged(parts: tuple[PartitionLag, ...], tps: tuple[TP, ...],
+              times: Mapping[TP, int | None], now: int) -> tuple[PartitionLag, ...]:
+        """`parts` with each lagging partition's age as of `now`, from its oldest unread
+        record's time (`derive.lag_seconds`); the others as they were."""
+        aged = None
+        for i, tp in enumerate(tps):
+            ts = times.get(tp)
+            if ts is None:
+                continue
+            p = parts[i]
+            if not p.lag_messages:
+                continue
+            seconds = (now - ts) / 1000.0 if now > ts else 0.0
+            if seconds != p.lag_seconds:
+                if aged is None:
+                    aged = list(parts)
+                aged[i] = PartitionLag(p.topic, p.partition, p.committed, p.end,
+                                       p.lag_messages, seconds, p.health, p.owner)
+        return parts if aged is None else tuple(aged)
 
     def _track(self, reading: GroupReading, mem: _GroupMemory, ends: Mapping[TP, int],
                counts: Mapping[str, int], total: int, actions: Sequence[Action]) -> None:
@@ -296,7 +367,7 @@ class OverviewModel:
         desc = reading.description
         assert desc is not None
         seen = (desc.state, desc.protocol, desc.assignor, desc.epoch, desc.target_epoch,
-                desc.members, total, reading.committed, counts)
+                desc.members, total, mem.committed, counts)  # the reading's, kept once
         if mem.tracker.idle and seen == mem.seen:
             # most groups most cycles (Empty, their commits where they were): the tracker
             # learns only the time, for a small share of a frame's cost (bench/README.md,
@@ -304,7 +375,7 @@ class OverviewModel:
             mem.tracker.touch(reading.taken_ms)
             return
         mem.seen = seen
-        frame = frame_from(desc, reading.taken_ms, reading.committed, ends, counts, total)
+        frame = frame_from(desc, reading.taken_ms, mem.committed or {}, ends, counts, total)
         for ep in mem.tracker.observe(frame, actions):
             self._episodes.append(ep)
             if not ep.rebalance:
