@@ -57,6 +57,8 @@ RSS_RATIO = 1.2
 WARMUP_FRACTION = 0.25
 FD_SLACK, THREAD_SLACK = 16, 8
 MARKER_ENV = "GROUPSCOPE_SOAK_MARKER"
+# the warm standby's role: one for every standby process, as footprint.py reports it
+STANDBY_ROLE = f"replica:{STANDBY_NAME}"
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,8 @@ def replica_name(cmd: str) -> str | None:
 
 def classify(root: int, procs: dict[int, ProcSample]) -> dict[tuple[int, int], str]:
     """(pid, start) -> role: broker/spark/backend/web for a subtree, `replica:NAME@start`, and
-    `standby` for the warm standby: a process waiting for its order, a replica only once it
-    takes a name (its title then says it), so its few fds never count as an incarnation's."""
+    STANDBY_ROLE for the warm standby: a process waiting for its order, a replica only once
+    it takes a name (its title then says it), so it is never judged as an incarnation."""
     roles: dict[tuple[int, int], str] = {}
     children: dict[int, list[int]] = {}
     for p in procs.values():
@@ -124,7 +126,7 @@ def classify(root: int, procs: dict[int, ProcSample]) -> dict[tuple[int, int], s
         p = procs[pid]
         name = replica_name(p.cmdline)
         if name == STANDBY_NAME:
-            role = STANDBY_NAME
+            role = STANDBY_ROLE
         elif name:
             role = f"replica:{name}@{p.start}"
         roles[(p.pid, p.start)] = role
@@ -219,7 +221,7 @@ def judge_replica_slot(ticks: list[Tick], warm_from: float, kill_every: float) -
     lives: dict[str, list[tuple[float, dict[str, int]]]] = {}
     for t in ticks:
         for role, v in t.roles.items():
-            if role.startswith("replica:"):
+            if role.startswith("replica:") and role != STANDBY_ROLE:
                 lives.setdefault(role, []).append((t.t, v))
     by_birth = sorted(lives.values(), key=lambda series: series[0][0])
 

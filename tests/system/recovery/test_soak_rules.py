@@ -3,7 +3,14 @@ warm standby is never an incarnation."""
 
 from __future__ import annotations
 
-from backend.stack.soak import ProcSample, Tick, classify, judge_replica_slot, judge_role
+from backend.stack.soak import (
+    STANDBY_ROLE,
+    ProcSample,
+    Tick,
+    classify,
+    judge_replica_slot,
+    judge_role,
+)
 
 MB = 2**20
 
@@ -56,7 +63,14 @@ def test_the_warm_standby_is_its_own_role_until_it_takes_a_name() -> None:
         proc(13, 12, 3.5, "some child of the standby"))}
     roles = classify(1, procs)
     assert roles == {(10, 1.0): "backend", (11, 2.0): "replica:ada@2.0",
-                     (12, 3.0): "standby", (13, 3.5): "standby"}
+                     (12, 3.0): STANDBY_ROLE, (13, 3.5): STANDBY_ROLE}
+    # judged: ada alone, though the standby sampled beside it holds fewer fds
+    ticks = [Tick(t, {"replica:ada@2.0": {"rss": 200 * MB, "fds": 44, "threads": 31,
+                                          "procs": 1},
+                      STANDBY_ROLE: {"rss": 150 * MB, "fds": 8, "threads": 14, "procs": 1}},
+                 []) for t in (0.0, 20.0)]
+    report = judge_replica_slot(ticks, 0.0, 15.0)
+    assert (report.verdict, report.samples, report.fds_first) == ("ok", 1, 44), report
     # the same process once it is replica bruno: an incarnation from then on
     procs[12] = proc(12, 10, 3.0, replica.format("bruno"))
     assert classify(1, procs)[(12, 3.0)] == "replica:bruno@3.0"
