@@ -17,6 +17,8 @@ from confluent_kafka.admin import AdminClient
 from backend.kafka.settings import KafkaSettings
 from backend.observer.generation import offsets_partition
 
+UNANSWERED = "no answer within the request's timeout"
+
 
 def seed_groups(settings: KafkaSettings, commits: Mapping[str, Mapping[tuple[str, int], int]],
                 in_flight: int = 64, timeout: float = 60.0, retry_for: float = 120.0) -> None:
@@ -25,8 +27,10 @@ def seed_groups(settings: KafkaSettings, commits: Mapping[str, Mapping[tuple[str
     broker answers NOT_COORDINATOR while its offsets topic is being created (once, on a
     fresh broker at load 30, for half the groups for over a minute: the cause is not known,
     and a failed test keeps its broker's log in test-artifacts): the groups that failed are
-    sent again, with a growing pause, for up to `retry_for` seconds. The error names the
-    offsets partitions the failed groups live on, so that log can be read for them."""
+    sent again, with a growing pause, for up to `retry_for` seconds. A request unanswered
+    for `timeout` counts as failed too, and the next round has a client of its own: once, a
+    fresh SASL broker at load 14 left three requests unanswered for a minute. The error names
+    the offsets partitions the failed groups live on, so that log can be read for them."""
     admin = AdminClient(settings.client_config())
     todo = list(commits)
     deadline = time.monotonic() + retry_for
@@ -35,6 +39,8 @@ def seed_groups(settings: KafkaSettings, commits: Mapping[str, Mapping[tuple[str
         failed = _send(admin, commits, todo, in_flight, timeout)
         if not failed:
             return
+        if any(reason == UNANSWERED for reason in failed.values()):
+            admin = AdminClient(settings.client_config())
         if time.monotonic() + pause > deadline:
             raise RuntimeError(f"committing offsets failed for {len(failed)} groups "
                                f"(offsets partitions {_offsets_partitions(admin, failed)}): "
@@ -68,8 +74,10 @@ def _send(admin: AdminClient, commits: Mapping[str, Mapping[tuple[str, int], int
                 = group
         done, _ = concurrent.futures.wait(pending, timeout=timeout,
                                           return_when=concurrent.futures.FIRST_COMPLETED)
-        if not done:
-            raise TimeoutError(f"committing offsets: {len(pending)} requests unanswered")
+        if not done:  # sent again, by the caller's next round, with the groups not sent yet
+            failed.update(dict.fromkeys(pending.values(), UNANSWERED))
+            failed.update(dict.fromkeys(todo, UNANSWERED))
+            return failed
         for fut in done:
             group = pending.pop(fut)
             try:
