@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -168,8 +169,10 @@ def open_page(page, url: str | None, ready=None, timeout_s: float = 60.0, **goto
     reloads, loaded = 0, time.monotonic()
     deadline = loaded + timeout_s
     while True:
+        if ready is not None and ready.first.is_visible():
+            return
         body = page.inner_text("body").strip()
-        if (ready.first.is_visible() if ready is not None else bool(body)):
+        if ready is None and body:
             return
         now = time.monotonic()
         if not body and now - loaded >= BLANK_RELOAD_S and reloads < BLANK_RELOADS:
@@ -187,6 +190,22 @@ def open_page(page, url: str | None, ready=None, timeout_s: float = 60.0, **goto
 
 def failed_requests(page) -> list[str]:
     return list(_FAILED.get(page.context, []))
+
+
+def reload_if_code_lost(page) -> bool:
+    """Load the page again when a script or style it fetched failed since the last look, and
+    say so; whether it did. Streamlit fetches an element's code when it first shows one, and
+    a failed fetch stays failed until a reload: a Queues run beside the other lanes lost 16 of
+    them at once to Chromium's ERR_NETWORK_CHANGED (its cause not found: a namespace and veth
+    pair made and removed beside a loading page did not bring it) and waited out 4 minutes."""
+    failed = _FAILED.get(page.context)
+    lost = [f for f in failed or () if re.search(r"[.](js|css) ", f)]
+    if not lost:
+        return False
+    print(f"{page.url}: {len(lost)} scripts or styles lost on the way ({lost[:3]}); reloading")
+    failed.clear()
+    page.reload()
+    return True
 
 
 def reload_if_scripts_lost(page, selector: str, timeout_s: float, tries: int = 2) -> None:

@@ -16,6 +16,7 @@ from tests.dashboard.browser import (
     choose,
     open_page,
     press_until,
+    reload_if_code_lost,
     save_shot,
     stack_env,
     supervisor,
@@ -34,6 +35,8 @@ key => {
 
 
 def _text(page, key: str) -> str:
+    """The text of a panel; the page loaded again first if some of its code was lost."""
+    reload_if_code_lost(page)
     return page.evaluate(TABLE_JS, key) or ""
 
 
