@@ -123,6 +123,12 @@ def lag_seconds(committed: int | None, end: int, now_ms: int,
         return 0.0
     if record_ts_ms is None:
         return None
+    return age_seconds(record_ts_ms, now_ms)
+
+
+def age_seconds(record_ts_ms: int, now_ms: int) -> float:
+    """Seconds from a record's timestamp to `now_ms`; 0 for a record from our future (a
+    producer's clock ahead of ours)."""
     return (now_ms - record_ts_ms) / 1000.0 if now_ms > record_ts_ms else 0.0
 
 

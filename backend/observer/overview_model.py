@@ -32,7 +32,7 @@ from backend.history.episodes import EpisodeTracker
 from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
 from backend.kafka.groups import TP, same_tp
-from backend.observer.derive import effective_lag
+from backend.observer.derive import age_seconds, effective_lag
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
 
@@ -353,7 +353,7 @@ class OverviewModel:
             p = parts[i]
             if not p.lag_messages:
                 continue
-            seconds = (now - ts) / 1000.0 if now > ts else 0.0
+            seconds = age_seconds(ts, now)
             if seconds != p.lag_seconds:
                 if aged is None:
                     aged = list(parts)
