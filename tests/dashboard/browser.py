@@ -159,65 +159,76 @@ _FAILED: weakref.WeakKeyDictionary[object, list[str]] = weakref.WeakKeyDictionar
 
 def open_page(page, url: str | None, ready=None, timeout_s: float = 60.0, **goto) -> None:
     """Load `url` (None: reload the page where it is) and wait up to `timeout_s` for `ready`
-    (a locator; by default any text at all), loading it again while it stays blank for
-    BLANK_RELOAD_S, at most BLANK_RELOADS times. Every test opens its pages through this, so
-    one rule decides when a blank page is Chromium's and when it is the app's failure."""
-    if url is None:
-        page.reload()
-    else:
-        page.goto(url, **goto)
+    (a locator; by default any text at all). The page is loaded again while it stays blank for
+    BLANK_RELOAD_S, or when some of its code was lost (`code_lost`), at most BLANK_RELOADS
+    times. Every test opens its pages through this, so one rule decides when a page's failure
+    is Chromium's and when it is the app's."""
+    _load(page, url, goto)
     reloads, loaded = 0, time.monotonic()
     deadline = loaded + timeout_s
     while True:
-        if ready is not None and ready.first.is_visible():
-            return
         body = page.inner_text("body").strip()
-        if ready is None and body:
-            return
+        lost = code_lost(page, body)
         now = time.monotonic()
-        if not body and now - loaded >= BLANK_RELOAD_S and reloads < BLANK_RELOADS:
+        blank = not body and now - loaded >= BLANK_RELOAD_S
+        if (lost or blank) and reloads < BLANK_RELOADS:
             reloads += 1
-            print(f"{page.url}: blank after {now - loaded:.0f} s; loading it again. It had "
-                  f"fetched: {page.evaluate(FETCHED_JS)}; failed: {failed_requests(page)}")
-            page.reload()
+            why = f"lost {lost[:3]}" if lost else f"blank after {now - loaded:.0f} s"
+            print(f"{page.url}: {why}; loading it again. It had fetched: "
+                  f"{page.evaluate(FETCHED_JS)}; failed: {failed_requests(page)}")
+            _load(page, None, {})
             loaded, deadline = time.monotonic(), deadline + BLANK_RELOAD_S
             continue
+        if ready.first.is_visible() if ready is not None else body:
+            return
         if now >= deadline:
             raise TimeoutError(f"{page.url}: {ready if ready is not None else 'any text'} "
                                f"not shown within {timeout_s:.0f} s ({reloads} reloads)")
         time.sleep(0.5)
 
 
+def _load(page, url: str | None, goto: dict) -> None:
+    """Forget the requests that failed before, then navigate: those were the last load's.
+    (Forgetting after would race the new page's first fetches; what the navigation itself
+    aborts is ERR_ABORTED, which `code_lost` does not count.)"""
+    failed = _FAILED.get(page.context)
+    if failed is not None:
+        failed.clear()
+    if url is None:
+        page.reload()
+    else:
+        page.goto(url, **goto)
+
+
 def failed_requests(page) -> list[str]:
     return list(_FAILED.get(page.context, []))
 
 
-def reload_if_code_lost(page) -> bool:
-    """Load the page again when a script or style it fetched failed since the last look, and
-    say so; whether it did. Streamlit fetches an element's code when it first shows one, and
-    a failed fetch stays failed until a reload: a Queues run beside the other lanes lost 16 of
-    them at once to Chromium's ERR_NETWORK_CHANGED (its cause not found: a namespace and veth
-    pair made and removed beside a loading page did not bring it) and waited out 4 minutes."""
-    failed = _FAILED.get(page.context)
-    lost = [f for f in failed or () if re.search(r"[.](js|css) ", f)]
+def code_lost(page, body: str | None = None) -> list[str]:
+    """The scripts and styles the page could not fetch since it was loaded (or Streamlit's
+    SCRIPT_LOST in its text, `body` if the caller has it). Streamlit fetches an element's code
+    when it first shows one, and a failed fetch stays failed until a reload: a Queues run
+    beside the other lanes lost 16 of them at once to Chromium's ERR_NETWORK_CHANGED (its cause
+    not found: a namespace and veth pair made and removed beside a loading page did not bring
+    it) and waited out 4 minutes."""
+    lost = [f for f in failed_requests(page)
+            if re.search(r"[.](js|css) ", f) and "ERR_ABORTED" not in f]
+    if body is None:
+        body = page.inner_text("body")
+    return [*lost, SCRIPT_LOST] if SCRIPT_LOST in body else lost
+
+
+def reload_if_code_lost(page, ready=None, timeout_s: float = 60.0) -> bool:
+    """For a test's waits once its page is open: when some of the page's code was lost since it
+    was loaded, open it again (`open_page`, waiting for `ready`) and say so; whether it did.
+    The test then does again what it had done on the page (a filter typed, a tab chosen)."""
+    lost = code_lost(page)
     if not lost:
         return False
-    print(f"{page.url}: {len(lost)} scripts or styles lost on the way ({lost[:3]}); reloading")
-    failed.clear()
-    page.reload()
+    print(f"{page.url}: {len(lost)} scripts or styles lost on the way ({lost[:3]}); "
+          "loading it again")
+    open_page(page, None, ready, timeout_s)
     return True
-
-
-def reload_if_scripts_lost(page, selector: str, timeout_s: float, tries: int = 2) -> None:
-    """Once `selector` shows and the page's fetches are done, reload it while one of its
-    scripts was lost (at most `tries` times)."""
-    for _ in range(tries):
-        page.wait_for_load_state("networkidle", timeout=timeout_s * 1000)
-        if SCRIPT_LOST not in page.inner_text("body"):
-            return
-        print(f"{page.url}: a script was lost on the way ({SCRIPT_LOST}); reloading")
-        page.reload()
-        page.locator(selector).first.wait_for(timeout=timeout_s * 1000)
 
 
 PAGE_TEXT_SHOWN = 6000  # characters of a failed test's page printed, from its top

@@ -45,10 +45,9 @@ from backend.supervisor.client import ControlClient, ControlError
 from dashboard.groups_model import COLUMNS
 from tests.conftest import stack_processes
 from tests.dashboard.browser import (
-    SCRIPT_LOST,
     open_page,
     press_until,
-    reload_if_scripts_lost,
+    reload_if_code_lost,
     save_shot,
     streamlit_healthy,
 )
@@ -268,7 +267,6 @@ def _open_until(page, url: str, selector: str, what: str, log: Path | None,
                what=f"{what}: the server's health check")
     try:
         open_page(page, url, page.locator(selector), FIRST_RENDER_S)
-        reload_if_scripts_lost(page, selector, FIRST_RENDER_S)
     except Exception:
         save_shot(page, shot, full_page=False)
         print(f"{what} did not show {selector} within {FIRST_RENDER_S:.0f} s; the page:\n"
@@ -348,11 +346,9 @@ def test_no_groupscope_process_dies_with_a_broker(tmp_path: Path, stack: str, ch
                 box.press("Enter")
 
                 def types_on_page() -> set[str]:
-                    if SCRIPT_LOST in page.inner_text("body"):
+                    if reload_if_code_lost(page, box, FIRST_RENDER_S):
                         # the table's script lost on its way once the filter drew it (load
                         # 25): a reader reloads and filters again, and so does the test
-                        print(f"{page.url}: the table's script was lost; reloading")
-                        open_page(page, None, box, FIRST_RENDER_S)
                         box.fill(load.prefix)
                         box.press("Enter")
                         return set()
