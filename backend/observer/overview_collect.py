@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from backend.contracts import CLASSIC, CONSUMER, GROUP_TYPES, BrokerView, events_topic
 from backend.kafka.groups import TP, GroupDescription
-from backend.kafka.javaadmin.reader import KafkaReader, ReaderError
+from backend.kafka.javaadmin.reader import GroupOffsets, KafkaReader, ReaderError
 from backend.kafka.settings import KafkaSettings
 from backend.observer.brokers import broker_views, totals
 
@@ -72,6 +72,9 @@ class ClusterCollector:
         self._topics_at = 0.0
         self._types: dict[str, str] = {}  # group -> type, from the last listing
         self._states: dict[str, str] = {}  # group -> state, from the last listing
+        # each group's last committed-offsets answer, handed back to the reader so that an
+        # unchanged one is neither sent nor parsed again (and stays the same object)
+        self._offsets: dict[str, GroupOffsets] = {}
         self.partial = False  # the last listing missed a broker's groups
         self.cluster_id: str | None = None  # Kafka's, once the metadata has been read
         self.features: dict[str, int] | None = None  # finalized, read with the metadata
@@ -101,6 +104,9 @@ class ClusterCollector:
         keep = errors  # a partial listing: the missing groups keep what was known
         self._types = {**(self._types if keep else {}), **{g.group: g.type for g in listed}}
         self._states = {**(self._states if keep else {}), **{g.group: g.state for g in listed}}
+        if not keep:  # answers held for groups no longer listed are let go
+            for gone in self._offsets.keys() - self._types.keys():
+                del self._offsets[gone]
         return [Listed(g.group, g.state, g.type) for g in listed]
 
     def topics(self, refresh: bool = False) -> dict[str, int]:
@@ -157,7 +163,7 @@ class ClusterCollector:
         readings: dict[str, GroupReading] = {}
         self._count(sum(1 + bool(to_describe[k]) for k in by_type))
         try:
-            answers = self.reader.read_groups(to_describe, by_type)
+            answers = self.reader.read_groups(to_describe, by_type, self._offsets)
         except ReaderError as exc:
             raise ClusterError(str(exc)) from None
         now = int(time.time() * 1000)
@@ -172,6 +178,10 @@ class ClusterCollector:
                     desc = GroupDescription(gid, "Dead", self._types.get(gid) or CLASSIC,
                                             None, ())
                 offsets = read.get(gid)
+                if isinstance(offsets, GroupOffsets):
+                    self._offsets[gid] = offsets
+                else:
+                    self._offsets.pop(gid, None)
                 if isinstance(desc, str):
                     readings[gid] = GroupReading(gid, now, None, {}, f"cannot describe: {desc}")
                 elif isinstance(offsets, str):

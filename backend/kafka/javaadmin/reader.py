@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -82,6 +82,10 @@ class GroupOffsets:
     # acknowledged, which end - start offset overstates once records past the start offset
     # are acknowledged. Only the partitions it is reported for; empty for the other types.
     lag: dict[TP, int]
+    # the reader's digest of the answer these were parsed from ("" when not asked for): a
+    # caller that hands it back with `offsets(known=)` gets this very object again while the
+    # group's answer is unchanged, instead of the answer to parse
+    digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -227,35 +231,47 @@ class KafkaReader:
         return {gid: a if isinstance(a, str) else a.committed
                 for gid, a in self.offsets(groups, group_type).items()}
 
-    def offsets(self, groups: Sequence[str], group_type: str = CONSUMER
-                ) -> dict[str, GroupOffsets | str]:
+    def offsets(self, groups: Sequence[str], group_type: str = CONSUMER,
+                known: Mapping[str, GroupOffsets] | None = None) -> dict[str, GroupOffsets | str]:
         """group -> its committed offsets and, for a share group, the lag its broker
         reports per partition (`GroupOffsets`), or the one-line reason; many groups per
-        request. One call gives both, so the lag and the start offset are of one moment."""
+        request. One call gives both, so the lag and the start offset are of one moment.
+
+        `known`: what an earlier call gave for some of the groups. A group whose answer has not
+        changed since is not sent again: it maps to the very object held (most groups of a
+        large cluster, most cycles: their answers were most of what a cycle parsed)."""
         out: dict[str, GroupOffsets | str] = {}
         kind = group_type if group_type in (SHARE, STREAMS) else CONSUMER
         for i in range(0, len(groups), OFFSETS_BATCH):
             chunk = groups[i:i + OFFSETS_BATCH]
-            answer = self._call("committedOffsets", SEP.join(chunk), kind)
+            if known is None:
+                answer = self._call("committedOffsets", SEP.join(chunk), kind)
+            else:
+                held = SEP.join(known[g].digest if g in known else "" for g in chunk)
+                answer = self._call("committedOffsetsSince", SEP.join(chunk), held, kind)
             for gid, a in answer.items():
                 if "error" in a:
                     out[gid] = kafka_error(a["error"])
+                    continue
+                if "same" in a and known is not None and gid in known:
+                    out[gid] = known[gid]
                     continue
                 rows = a["offsets"]
                 committed = {same_tp(t, p): off for t, p, off, _lag in rows if off >= 0}
                 # only share groups' answers carry a lag: the others' need no second pass
                 lag = ({same_tp(t, p): n for t, p, off, n in rows if off >= 0 and n is not None}
                        if kind == SHARE else {})
-                out[gid] = GroupOffsets(committed, lag)
+                out[gid] = GroupOffsets(committed, lag, a.get("digest", ""))
         return out
 
     def read_groups(self, describe: dict[str, Sequence[str]],
-                    offsets: dict[str, Sequence[str]]
+                    offsets: dict[str, Sequence[str]],
+                    known: Mapping[str, GroupOffsets] | None = None
                     ) -> dict[str, tuple[dict[str, GroupDescription | str],
                                          dict[str, GroupOffsets | str]]]:
         """type -> (descriptions of the `describe` groups, offsets of the `offsets` ones:
         committed, and a share group's reported lag), every call at once: a node that just
-        died then costs a batch one wait, not one per call."""
+        died then costs a batch one wait, not one per call. `known`: as `offsets` takes it."""
         calls = [(kind, what, groups) for what, wanted in (("describe", describe),
                                                            ("offsets", offsets))
                  for kind, groups in wanted.items() if groups]
@@ -266,7 +282,8 @@ class KafkaReader:
                 # two kinds of call per group type, four types: never more than eight
                 self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kafka-read")
             pool = self._pool
-        futures = {(kind, what): pool.submit(getattr(self, what), list(groups), kind)
+        futures = {(kind, what): pool.submit(self.describe, list(groups), kind)
+                   if what == "describe" else pool.submit(self.offsets, list(groups), kind, known)
                    for kind, what, groups in calls}
         answers = {key: f.result() for key, f in futures.items()}
         return {kind: (answers.get((kind, "describe"), {}), answers.get((kind, "offsets"), {}))

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from backend.contracts.overview import kafka_release, lacking
 from backend.kafka.jars import KAFKA_VERSION
 from backend.kafka.javaadmin.gateway import SOURCE, ReaderDown, ReaderError
-from backend.kafka.javaadmin.reader import KafkaReader, kafka_error
+from backend.kafka.javaadmin.reader import GroupOffsets, KafkaReader, kafka_error
 from backend.kafka.settings import KafkaSettings
 from backend.netutil import wait_until
 from tests.observer.seed import seed_groups
@@ -120,6 +120,29 @@ def test_offsets_of_many_groups_in_one_call(kafka: KafkaSettings, reader: KafkaR
     committed = reader.committed(groups)
     assert reader.calls == calls + 1
     assert all(isinstance(committed[g], dict) and committed[g] for g in groups)
+
+
+def test_an_unchanged_groups_offsets_are_not_sent_again(kafka: KafkaSettings,
+                                                        reader: KafkaReader, unique: str) -> None:
+    topic = f"held-{unique}"
+    _topic(kafka, topic, partitions=2, records=20)
+    groups = [f"held-{unique}-{i}" for i in range(3)]
+    seed_groups(kafka, {g: {(topic, 0): 5, (topic, 1): 6 + i} for i, g in enumerate(groups)})
+    first = reader.offsets(groups, known={})
+    assert all(a.digest for a in first.values()), first  # digests asked for: each has one
+    assert len({a.digest for a in first.values()}) == 3
+    again = reader.offsets(groups, known=first)
+    assert all(again[g] is first[g] for g in groups)  # nothing changed: the objects held
+    seed_groups(kafka, {groups[0]: {(topic, 0): 9, (topic, 1): 6}})
+    after = reader.offsets(groups, known=again)
+    moved = after[groups[0]]
+    assert not isinstance(moved, str) and moved is not first[groups[0]]
+    assert moved.committed == {(topic, 0): 9, (topic, 1): 6}
+    assert moved.digest not in ("", first[groups[0]].digest)
+    assert after[groups[1]] is first[groups[1]] and after[groups[2]] is first[groups[2]]
+    # a caller that holds nothing gets every answer whole, as without `known`
+    assert reader.offsets(groups) == {g: GroupOffsets(a.committed, a.lag)
+                                      for g, a in after.items()}
 
 
 @pytest.mark.broker

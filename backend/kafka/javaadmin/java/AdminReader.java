@@ -5,6 +5,8 @@ import java.io.InputStreamReader;
 import java.io.StringReader;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -347,19 +349,64 @@ public final class AdminReader {
     /** One answer per group: what `write` says of its value, or the error it failed with. */
     private static <T> String perGroup(Map<String, KafkaFuture<T>> futures, long end,
                                        BiConsumer<Json, T> write) {
+        return perGroup(futures, end, write, null);
+    }
+
+    /**
+     * As above; with `known` (group -> the digest of the answer its caller holds), a group
+     * whose answer has that digest is sent as {"same": true}, and every other one carries its
+     * "digest". A large cluster's groups mostly commit nothing new from one cycle to the next,
+     * and their answers are most of what the caller would parse again. The digest is of the
+     * answer's text, so "same" means the caller would parse exactly what it holds.
+     */
+    private static <T> String perGroup(Map<String, KafkaFuture<T>> futures, long end,
+                                       BiConsumer<Json, T> write, Map<String, String> known) {
+        MessageDigest md = known == null ? null : md5();
         Json j = new Json().open();
         for (Map.Entry<String, KafkaFuture<T>> e : futures.entrySet()) {
             j.key(e.getKey());
             try {
                 T value = get(e.getValue(), end);
-                j.open();
-                write.accept(j, value);
-                j.close();
+                if (md == null) {
+                    j.open();
+                    write.accept(j, value);
+                    j.close();
+                    continue;
+                }
+                Json one = new Json().open();
+                write.accept(one, value);
+                String text = one.close().toString();
+                String digest = digest(md, text);
+                if (digest.equals(known.get(e.getKey()))) {
+                    j.raw("{\"same\":true}");
+                } else {
+                    // the group's object with its digest as one more key
+                    j.raw(text.substring(0, text.length() - 1) + (text.length() > 2 ? "," : "")
+                            + "\"digest\":\"" + digest + "\"}");
+                }
             } catch (Exception ex) {
                 j.open().key("error").str(line(ex)).close();
             }
         }
         return j.close().toString();
+    }
+
+    private static MessageDigest md5() {
+        try {
+            return MessageDigest.getInstance("MD5");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** 64 bits of the text's MD5, in hex: a change it misses is one in 2^64 (no adversary). */
+    private static String digest(MessageDigest md, String text) {
+        byte[] d = md.digest(text.getBytes(StandardCharsets.UTF_8));
+        StringBuilder hex = new StringBuilder(16);
+        for (int i = 0; i < 8; i++) {
+            hex.append(Character.forDigit((d[i] >> 4) & 0xf, 16)).append(Character.forDigit(d[i] & 0xf, 16));
+        }
+        return hex.toString();
     }
 
     /**
@@ -369,13 +416,31 @@ public final class AdminReader {
      * the broker reports (KIP-1226), for the others the lag is left to the caller.
      */
     public String committedOffsets(String ids, String type, int timeoutMs) {
+        return committedOffsetsSince(ids, null, type, timeoutMs);
+    }
+
+    /**
+     * As committedOffsets, for a caller that holds earlier answers: `known` is, in the order
+     * of `ids`, the digest of the answer it holds for each group ("" for none). A group whose
+     * answer is unchanged is answered {"same": true}; every other carries its "digest".
+     */
+    public String committedOffsetsSince(String ids, String known, String type, int timeoutMs) {
         return answer(timeoutMs, end -> {
             List<String> groups = split(ids);
+            Map<String, String> held = null;
+            if (known != null) {
+                held = new HashMap<>();
+                List<String> digests = split(known);
+                for (int i = 0; i < groups.size() && i < digests.size(); i++) {
+                    held.put(groups.get(i), digests.get(i));
+                }
+            }
             if (type.equals("share")) {
                 var result = admin.listShareGroupOffsets(each(groups, g -> new ListShareGroupOffsetsSpec()),
                         new ListShareGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
                 return perGroup(each(groups, result::partitionsToOffsetInfo), end,
-                        (j, m) -> offsets(j, m, info -> info.startOffset(), info -> info.lag().orElse(null)));
+                        (j, m) -> offsets(j, m, info -> info.startOffset(), info -> info.lag().orElse(null)),
+                        held);
             }
             Map<String, KafkaFuture<Map<TopicPartition, OffsetAndMetadata>>> futures;
             if (type.equals("streams")) {
@@ -387,7 +452,7 @@ public final class AdminReader {
                         new ListConsumerGroupOffsetsOptions().timeoutMs(nodeWait(timeoutMs)));
                 futures = each(groups, result::partitionsToOffsetAndMetadata);
             }
-            return perGroup(futures, end, (j, m) -> offsets(j, m, OffsetAndMetadata::offset, o -> null));
+            return perGroup(futures, end, (j, m) -> offsets(j, m, OffsetAndMetadata::offset, o -> null), held);
         });
     }
 
