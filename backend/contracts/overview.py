@@ -101,20 +101,66 @@ REBALANCE_WINDOW_MS = 3_600_000  # "rebalances in the last hour"
 
 # ---- rows ---------------------------------------------------------------------------------
 
+# `PartitionLag.unread_since_ms` of a partition with nothing left to process: its age is 0
+NOTHING_UNREAD = -1
+
+
+def age_seconds(since_ms: int, now_ms: int) -> float:
+    """Seconds from a record's timestamp to `now_ms`; 0 for a record from our future (a
+    producer's clock ahead of ours)."""
+    return (now_ms - since_ms) / 1000.0 if now_ms > since_ms else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
     """One partition a group has committed to or owns, as of the group's last refresh.
     Slotted, as `GroupRow`: an overview of 65 000 groups holds 650 000 of them, twice while a
-    cycle replaces the rows."""
+    cycle replaces the rows.
+
+    Its lag's age is kept as a time, the broker's timestamp of the oldest record the group has
+    not processed, and read as seconds at the row's time (`lag_seconds`): a partition none of
+    whose offsets moved stays the same object from cycle to cycle, though it grows older."""
 
     topic: str
     partition: int
     committed: int | None  # None: no commit yet (lag counts from the log start)
     end: int
     lag_messages: int
-    lag_seconds: float | None  # from the broker's record timestamps; None: not known yet
+    # the oldest unprocessed record's broker timestamp; NOTHING_UNREAD when nothing is left
+    # (caught up, or only transaction markers); None: not known yet
+    unread_since_ms: int | None
     health: str = OK
     owner: str | None = None  # client id of the member that owns it, if any
+
+    def lag_seconds(self, as_of_ms: int) -> float | None:
+        """How old the oldest unprocessed record is at `as_of_ms` (its row's `described_ms`):
+        0 when nothing is left, None when not known."""
+        return seconds_since(self.unread_since_ms, as_of_ms)
+
+
+def seconds_since(since_ms: int | None, as_of_ms: int) -> float | None:
+    """An `unread_since_ms` read as an age at `as_of_ms`."""
+    if since_ms is None:
+        return None
+    return 0.0 if since_ms == NOTHING_UNREAD else age_seconds(since_ms, as_of_ms)
+
+
+def oldest_age(parts: Iterable[PartitionLag], as_of_ms: int) -> float | None:
+    """The largest of the partitions' `lag_seconds` at `as_of_ms`, None when none is known:
+    the age of the oldest record any of them has left, found without making each age."""
+    oldest: int | None = None
+    nothing_left = False
+    for p in parts:
+        since = p.unread_since_ms
+        if since is None:
+            continue
+        if since == NOTHING_UNREAD:
+            nothing_left = True
+        elif oldest is None or since < oldest:
+            oldest = since
+    if oldest is not None:
+        return age_seconds(oldest, as_of_ms)
+    return 0.0 if nothing_left else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,14 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from backend.contracts.history import CAUSES
-from backend.contracts.overview import HEALTH_MEANING, HEALTH_WORST_FIRST, GroupRow, Overview
+from backend.contracts.overview import (
+    HEALTH_MEANING,
+    HEALTH_WORST_FIRST,
+    GroupRow,
+    Overview,
+    PartitionLag,
+    oldest_age,
+)
 from backend.exporter.options import DEFAULT_MAX_GROUPS
 from backend.history.recorder import MEMBERSHIP, REBALANCES, UNOWNED
 from backend.history.store import CounterKey
@@ -335,8 +342,9 @@ class OverviewCollector(Collector):
                 if p.committed is not None:
                     committed.add_metric(labels, p.committed)
                 lag.add_metric(labels, p.lag_messages)
-                if p.lag_seconds is not None:
-                    lag_s.add_metric(labels, p.lag_seconds)
+                seconds = p.lag_seconds(row.described_ms or 0)
+                if seconds is not None:
+                    lag_s.add_metric(labels, seconds)
                 key = (p.topic, p.partition)
                 ends[key] = max(ends.get(key, p.end), p.end)  # groups read at other times
         for (topic, partition), offset in sorted(ends.items()):
@@ -376,11 +384,9 @@ class OverviewCollector(Collector):
 
 def _per_topic(row: GroupRow) -> dict[str, tuple[int, float | None]]:
     """topic -> (lag in messages summed, oldest unconsumed record's age or None)."""
-    out: dict[str, tuple[int, float | None]] = {}
+    by_topic: dict[str, list[PartitionLag]] = {}
     for p in row.partitions:
-        messages, seconds = out.get(p.topic, (0, None))
-        if p.lag_seconds is not None:
-            seconds = p.lag_seconds if seconds is None else max(seconds, p.lag_seconds)
-        out[p.topic] = (messages + p.lag_messages, seconds)
-    return out
+        by_topic.setdefault(p.topic, []).append(p)
+    return {topic: (sum(p.lag_messages for p in parts), oldest_age(parts, row.described_ms or 0))
+            for topic, parts in by_topic.items()}
 

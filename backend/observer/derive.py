@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from backend.contracts import SHARE, MemberView, PartitionView, StreamView
+from backend.contracts.overview import NOTHING_UNREAD, seconds_since
 from backend.kafka.partitioner import partition_for
 from backend.observer.brokers import Placement
 from backend.observer.collect import TP, RawMember, RawObservation, watched_topic
@@ -119,17 +120,16 @@ def lag_seconds(committed: int | None, end: int, now_ms: int,
     reader already shows as "unknown"; the next poll usually learns it, from the cache.
     The value is finite and never negative (a producer clock ahead of ours gives 0).
     """
+    return seconds_since(_since(committed, end, start, record_ts_ms, drained), now_ms)
+
+
+def _since(committed: int | None, end: int, start: int, record_ts_ms: int | None,
+           drained: bool) -> int | None:
+    """The age of what is left as a time: NOTHING_UNREAD when nothing is, else the first
+    unprocessed record's timestamp (None: not known)."""
     if drained or first_unread(committed, start) >= end:
-        return 0.0
-    if record_ts_ms is None:
-        return None
-    return age_seconds(record_ts_ms, now_ms)
-
-
-def age_seconds(record_ts_ms: int, now_ms: int) -> float:
-    """Seconds from a record's timestamp to `now_ms`; 0 for a record from our future (a
-    producer's clock ahead of ours)."""
-    return (now_ms - record_ts_ms) / 1000.0 if now_ms > record_ts_ms else 0.0
+        return NOTHING_UNREAD
+    return record_ts_ms
 
 
 def unread_ranges(committed: Mapping[TP, int], ends: Mapping[TP, int],
@@ -157,10 +157,26 @@ def effective_lag(committed: int | None, end: int, start: int, now_ms: int,
     also counts those acknowledged beyond the start offset. The age still comes from the
     record at the start offset, the oldest one not acknowledged.
     """
+    return (effective_lag_messages(committed, end, start, record_times, key, reported),
+            seconds_since(unread_since_ms(committed, end, start, record_times, key), now_ms))
+
+
+def effective_lag_messages(committed: int | None, end: int, start: int,
+                           record_times: Mapping[K, int | None], key: K,
+                           reported: int | None = None) -> int:
+    """`effective_lag`'s message count alone."""
+    if reported is not None:
+        return reported
+    return lag_messages(committed, end, start, key in record_times and record_times[key] is None)
+
+
+def unread_since_ms(committed: int | None, end: int, start: int,
+                    record_times: Mapping[K, int | None], key: K) -> int | None:
+    """`effective_lag`'s age kept as a time (`PartitionLag.unread_since_ms`): the broker
+    timestamp of the first record not processed, NOTHING_UNREAD when nothing is left, None
+    when not learnt."""
     ts = record_times.get(key)
-    drained = key in record_times and ts is None
-    return (lag_messages(committed, end, start, drained) if reported is None else reported,
-            lag_seconds(committed, end, now_ms, ts, start, drained))
+    return _since(committed, end, start, ts, key in record_times and ts is None)
 
 
 # ---- views -------------------------------------------------------------------------------

@@ -26,13 +26,14 @@ from backend.contracts.overview import (
     TREND_POINTS,
     GroupRow,
     PartitionLag,
+    oldest_age,
     worst,
 )
 from backend.history.episodes import EpisodeTracker
 from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
 from backend.kafka.groups import TP, same_tp
-from backend.observer.derive import age_seconds, effective_lag
+from backend.observer.derive import effective_lag_messages, unread_since_ms
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
 
@@ -246,7 +247,7 @@ class OverviewModel:
         last = self._rows.get(reading.group)
         if moved is not None and last is not None and self._unmoved(
                 reading, mem, last, ends, moved, oldest_unread_ms):
-            parts = self._aged(last.partitions, mem.tps, times, now)
+            parts = last.partitions  # the very objects: their ages are kept as times
             total, topics = last.lag_messages or 0, last.topics
         else:
             parts, owners = self._fold(reading, mem, last, ends, starts, times, now)
@@ -258,8 +259,7 @@ class OverviewModel:
         mem.trend_ms = (*mem.trend_ms[1 - TREND_POINTS:], now)
         mem.trend_lag = (*mem.trend_lag[1 - TREND_POINTS:], total)
         rate = lag_rate(mem.trend_ms, mem.trend_lag)
-        known_s = [p.lag_seconds for p in parts if p.lag_seconds is not None]
-        max_s = max(known_s) if known_s else None
+        max_s = oldest_age(parts, now)
         self._track(reading, mem, ends, counts or {}, total, actions)
         self._record(reading.group, mem, desc, now, total, max_s, parts)
         day_ago, hour_ago = now - DAY_MS, now - REBALANCE_WINDOW_MS
@@ -302,8 +302,9 @@ class OverviewModel:
         for i, tp in enumerate(tps):
             committed = reading.committed.get(tp)
             end = ends[tp]
-            lag, lag_s = effective_lag(committed, end, starts.get(tp, 0), now, times, tp,
-                                       reported.get(tp))
+            start = starts.get(tp, 0)
+            lag = effective_lag_messages(committed, end, start, times, tp, reported.get(tp))
+            since = unread_since_ms(committed, end, start, times, tp)
             owner = owners.get(tp)
             was = before[i] if before else None
             if was is not None and was.lag_messages == lag and was.committed == committed \
@@ -312,13 +313,13 @@ class OverviewModel:
                 # nothing moved on a partition whose window is settled: its health stands
                 # and its window need not be fed (most partitions of a large cluster, most
                 # cycles: the fold's largest cost was feeding and judging them)
-                parts.append(was if was.lag_seconds == lag_s else PartitionLag(
-                    tp[0], tp[1], committed, end, lag, lag_s, was.health, owner))
+                parts.append(was if was.unread_since_ms == since else PartitionLag(
+                    tp[0], tp[1], committed, end, lag, since, was.health, owner))
                 continue
             fed = True
             windows.add(tp, OffsetPoint(now, committed, lag))
             health = windows.evaluate(tp, owned=owner is not None)
-            parts.append(PartitionLag(tp[0], tp[1], committed, end, lag, lag_s, health, owner))
+            parts.append(PartitionLag(tp[0], tp[1], committed, end, lag, since, health, owner))
         if mem.committed != reading.committed:  # equal commits: one dict kept (`seen`'s too)
             mem.committed = reading.committed
         mem.members, mem.tps, mem.settled = desc.members, tuple(tps), not fed and not reported
@@ -339,27 +340,6 @@ class OverviewModel:
             and reading.committed == mem.committed and desc.members == mem.members \
             and moved.isdisjoint(mem.tps) and all(map(ends.__contains__, mem.tps)) \
             and len(last.partitions) == len(mem.tps)
-
-    @staticmethod
-    def _aged(parts: tuple[PartitionLag, ...], tps: tuple[TP, ...],
-              times: Mapping[TP, int | None], now: int) -> tuple[PartitionLag, ...]:
-        """`parts` with each lagging partition's age as of `now`, from its oldest unread
-        record's time (`derive.lag_seconds`); the others as they were."""
-        aged = None
-        for i, tp in enumerate(tps):
-            ts = times.get(tp)
-            if ts is None:
-                continue
-            p = parts[i]
-            if not p.lag_messages:
-                continue
-            seconds = age_seconds(ts, now)
-            if seconds != p.lag_seconds:
-                if aged is None:
-                    aged = list(parts)
-                aged[i] = PartitionLag(p.topic, p.partition, p.committed, p.end,
-                                       p.lag_messages, seconds, p.health, p.owner)
-        return parts if aged is None else tuple(aged)
 
     def _track(self, reading: GroupReading, mem: _GroupMemory, ends: Mapping[TP, int],
                counts: Mapping[str, int], total: int, actions: Sequence[Action]) -> None:
