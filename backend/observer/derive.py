@@ -157,26 +157,20 @@ def effective_lag(committed: int | None, end: int, start: int, now_ms: int,
     also counts those acknowledged beyond the start offset. The age still comes from the
     record at the start offset, the oldest one not acknowledged.
     """
-    return (effective_lag_messages(committed, end, start, record_times, key, reported),
-            seconds_since(unread_since_ms(committed, end, start, record_times, key), now_ms))
+    lag, since = lag_and_since(committed, end, start, record_times, key, reported)
+    return lag, seconds_since(since, now_ms)
 
 
-def effective_lag_messages(committed: int | None, end: int, start: int,
-                           record_times: Mapping[K, int | None], key: K,
-                           reported: int | None = None) -> int:
-    """`effective_lag`'s message count alone."""
-    if reported is not None:
-        return reported
-    return lag_messages(committed, end, start, key in record_times and record_times[key] is None)
-
-
-def unread_since_ms(committed: int | None, end: int, start: int,
-                    record_times: Mapping[K, int | None], key: K) -> int | None:
-    """`effective_lag`'s age kept as a time (`PartitionLag.unread_since_ms`): the broker
-    timestamp of the first record not processed, NOTHING_UNREAD when nothing is left, None
-    when not learnt."""
+def lag_and_since(committed: int | None, end: int, start: int,
+                  record_times: Mapping[K, int | None], key: K,
+                  reported: int | None = None) -> tuple[int, int | None]:
+    """`effective_lag` with its age kept as a time (`PartitionLag.unread_since_ms`): the
+    broker timestamp of the first record not processed, NOTHING_UNREAD when nothing is
+    left, None when not learnt."""
     ts = record_times.get(key)
-    return _since(committed, end, start, ts, key in record_times and ts is None)
+    drained = ts is None and key in record_times
+    return (lag_messages(committed, end, start, drained) if reported is None else reported,
+            _since(committed, end, start, ts, drained))
 
 
 # ---- views -------------------------------------------------------------------------------

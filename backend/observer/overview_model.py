@@ -33,7 +33,7 @@ from backend.history.episodes import EpisodeTracker
 from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
 from backend.kafka.groups import TP, same_tp
-from backend.observer.derive import effective_lag_messages, unread_since_ms
+from backend.observer.derive import lag_and_since
 from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
 
@@ -303,8 +303,7 @@ class OverviewModel:
             committed = reading.committed.get(tp)
             end = ends[tp]
             start = starts.get(tp, 0)
-            lag = effective_lag_messages(committed, end, start, times, tp, reported.get(tp))
-            since = unread_since_ms(committed, end, start, times, tp)
+            lag, since = lag_and_since(committed, end, start, times, tp, reported.get(tp))
             owner = owners.get(tp)
             was = before[i] if before else None
             if was is not None and was.lag_messages == lag and was.committed == committed \
