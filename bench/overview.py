@@ -108,9 +108,11 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str,
     per_cycle = []
     try:
         for n in range(cycles):
+            cpu = _cpu_s()
             t = time.perf_counter()
             ov = watcher.refresh_once()
             seconds = time.perf_counter() - t
+            used = {k: round(v - cpu.get(k, 0.0), 2) for k, v in _cpu_s().items()}
             if n == 0:
                 marks["all_rows_s"] = time.perf_counter() - t0
             rows = [r for r in ov.rows if r.group.startswith(f"{prefix}-group-")]
@@ -121,7 +123,8 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str,
                 "rows": len(rows), "described": sum(not r.pending for r in rows),
                 "errors": sum(r.error is not None for r in rows),
                 "lagging": len(lagging),
-                "lag_seconds_known": sum(r.max_lag_seconds is not None for r in lagging)})
+                "lag_seconds_known": sum(r.max_lag_seconds is not None for r in lagging),
+                "cpu_s": used})
         rss = _rss_mb()  # the watcher's process and its reader JVM, warm
         if traced:
             gc.collect()
@@ -130,6 +133,29 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str,
     finally:
         watcher.stop()
     return {**{k: round(v, 2) for k, v in marks.items()}, "cycles": per_cycle, "rss_mb": rss}
+
+
+def _cpu_s() -> dict[str, float]:
+    """CPU seconds so far of this process (the watcher), its reader's JVM and the bench's
+    broker (when it started one): a cycle's wall on two shared cores says little of whose
+    work it was, their CPU does."""
+    import psutil
+
+    from backend.kafka.javaadmin.gateway import MAIN_CLASS
+
+    me = psutil.Process()
+    out = {"python": sum(me.cpu_times()[:2]), "reader_jvm": 0.0, "broker": 0.0}
+    for c in me.children(recursive=True):
+        try:
+            line = " ".join(c.cmdline())
+            spent = sum(c.cpu_times()[:2])
+        except psutil.Error:
+            continue
+        if MAIN_CLASS in line:
+            out["reader_jvm"] += spent
+        elif "kafka.Kafka" in line or "KafkaRaftServer" in line:
+            out["broker"] += spent
+    return out
 
 
 def _rss_mb() -> dict[str, float]:
@@ -182,10 +208,13 @@ def main() -> int:
         print(f"  Python objects kept   {kept} MiB ({kept * 2**20 / args.groups:.0f} bytes a "
               f"group, tracemalloc: this run's seconds are not comparable)")
     print(f"{'cycle':>5} {'seconds':>8} {'requests':>9} {'described':>10} {'errors':>7} "
-          f"{'lagging':>8} {'lag s known':>11}")
+          f"{'lagging':>8} {'lag s known':>11}   CPU s: {'python':>6} {'reader':>6} "
+          f"{'broker':>6}")
     for c in result["cycles"]:
+        cpu = c["cpu_s"]
         print(f"{c['cycle']:>5} {c['seconds']:>8} {c['requests']!s:>9} {c['described']:>10} "
-              f"{c['errors']:>7} {c['lagging']:>8} {c['lag_seconds_known']:>11}")
+              f"{c['errors']:>7} {c['lagging']:>8} {c['lag_seconds_known']:>11}   "
+              f"       {cpu['python']:>6} {cpu['reader_jvm']:>6} {cpu['broker']:>6}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0

@@ -35,6 +35,9 @@ def test_overview_tiny(kafka, unique, tmp_path):
         assert cycle["lagging"] == 48  # every fifth group is caught up
         # many groups per describe and per OffsetFetch: a handful of calls, not one a group
         assert 0 < cycle["requests"] < 30
+        assert cycle["cpu_s"]["broker"] == 0  # the session's broker: no child of the bench
+    first = data["cycles"][0]["cpu_s"]  # the watcher's first cycle and its JVM's start
+    assert first["python"] > 0 and first["reader_jvm"] > 0
     assert data["cycles"][-1]["lag_seconds_known"] == 48
     assert 0 < data["rss_mb"]["traced_python_objects"] < data["rss_mb"]["python"]
     assert {"load_before", "load", "machine", "setup"} <= set(data)
