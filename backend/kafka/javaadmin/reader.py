@@ -244,17 +244,19 @@ class KafkaReader:
         kind = group_type if group_type in (SHARE, STREAMS) else CONSUMER
         for i in range(0, len(groups), OFFSETS_BATCH):
             chunk = groups[i:i + OFFSETS_BATCH]
+            # what the caller holds, taken once: the answers are matched to exactly that
+            held = {} if known is None else {g: h for g in chunk if (h := known.get(g))}
             if known is None:
                 answer = self._call("committedOffsets", SEP.join(chunk), kind)
             else:
-                held = SEP.join(known[g].digest if g in known else "" for g in chunk)
-                answer = self._call("committedOffsetsSince", SEP.join(chunk), held, kind)
+                digests = SEP.join(held[g].digest if g in held else "" for g in chunk)
+                answer = self._call("committedOffsetsSince", SEP.join(chunk), digests, kind)
             for gid, a in answer.items():
                 if "error" in a:
                     out[gid] = kafka_error(a["error"])
                     continue
-                if "same" in a and known is not None and gid in known:
-                    out[gid] = known[gid]
+                if "same" in a:  # only ever said of a digest we sent: one of `held`
+                    out[gid] = held[gid]
                     continue
                 rows = a["offsets"]
                 committed = {same_tp(t, p): off for t, p, off, _lag in rows if off >= 0}
