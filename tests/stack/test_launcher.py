@@ -292,6 +292,7 @@ def test_the_spark_heap_is_demo_sized_pretouched_and_set_in_one_place(tmp_path):
     java_options = next(a for a in cmd if a.startswith("spark.driver.extraJavaOptions="))
     assert "-Xms2g -XX:+AlwaysPreTouch" in java_options  # flat RSS: the whole heap up front
     assert DRIVER_JIT in java_options  # the client compiler alone
+    assert "-XX:ReservedCodeCacheSize=" in DRIVER_JIT  # not the client's 48 MiB: Spark fills it
     assert "spark.connect.session.planCache.enabled=false" in cmd
     assert "spark.sql.resultQueryStage.maxThreadThreshold=64" in cmd
 
