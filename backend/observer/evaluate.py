@@ -117,32 +117,47 @@ class OffsetWindows:
         return (*(before or ()), ts)[-size:]
 
     def add(self, partition: Hashable, point: OffsetPoint) -> None:
-        ts, committed, lag = point
+        self._add(partition, *point)
+
+    def feed(self, partition: Hashable, ts: int, committed: int | None, lag: int,
+             owned: bool) -> str:
+        """`add` a point, then `evaluate` the window: one call instead of two lookups of it
+        and a point made, for the overview's every partition at every poll."""
+        w, repeats = self._add(partition, ts, committed, lag)
+        return self._judge(w, repeats, owned)
+
+    def _add(self, partition: Hashable, ts: int, committed: int | None, lag: int
+             ) -> tuple[tuple, int]:
+        """The partition's window and trailing repeats once the point is in."""
         w = self._windows.get(partition)
         if w is None:
-            self._windows[partition] = (self._times(None, ts), committed, lag)
+            w = self._windows[partition] = (self._times(None, ts), committed, lag)
             self._repeats[partition] = 1
-            return
+            return w, 1
         before = w[0]
         times = self._times(before, ts)
         if w[-2] == committed and w[-1] == lag:
             repeats = self._repeats[partition] = self._repeats[partition] + 1
             if repeats >= len(times):  # every point the same: the pair once
-                self._windows[partition] = (times, w[-2], w[-1])
-                return
+                w = self._windows[partition] = (times, w[-2], w[-1])
+                return w, repeats
             committed, lag = w[-2], w[-1]  # the numbers already kept: one pair per run
         else:
-            self._repeats[partition] = 1
+            repeats = self._repeats[partition] = 1
         values = w[1:] * len(before) if len(w) == 3 and len(before) > 1 else w[1:]
-        self._windows[partition] = (times, *(*values, committed, lag)[-2 * len(times):])
+        w = self._windows[partition] = (times, *(*values, committed, lag)[-2 * len(times):])
+        return w, repeats
 
     def evaluate(self, partition: Hashable, owned: bool) -> str:
         w = self._windows.get(partition)
         if not w:
             return OK
+        return self._judge(w, self._repeats[partition], owned)
+
+    def _judge(self, w: tuple, repeats: int, owned: bool) -> str:
         times = w[0]
         points = len(times)
-        if len(w) == 3 or self._repeats[partition] >= points:
+        if len(w) == 3 or repeats >= points:
             return steady_health(times[0], times[-1], points, w[-1], owned, self.rules)
         return evaluate_partition([OffsetPoint(times[i], w[1 + 2 * i], w[2 + 2 * i])
                                    for i in range(points)], owned, self.rules)

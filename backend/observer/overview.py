@@ -89,9 +89,13 @@ class OverviewWatcher:
         # a cycle knows which moved. A group none of whose inputs moved asks for the same
         # records, whose timestamps do not change: it is not asked again (most of a large
         # cluster, most cycles: bench/README.md, "The overview's warm cycle")
-        self._unread_last: dict[str, tuple[Mapping[TP, int], set[TP],
+        self._unread_last: dict[str, tuple[Mapping[TP, int], frozenset[TP],
                                            dict[TP, int | None]]] = {}
         self._offsets_last: dict[TP, tuple[int, int]] = {}
+        # each group's partitions (committed on or owned) and the commits and members they
+        # were taken from (the commits by identity: the reader hands an unchanged group's
+        # very dict back); the reading thread's, so a quiet group's set is not built again
+        self._partitions: dict[str, tuple[Mapping[TP, int], tuple, frozenset[TP]]] = {}
         self._moved: set[TP] = set()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -156,9 +160,10 @@ class OverviewWatcher:
         ends_cycle: dict[TP, int] = {}
         starts_cycle: dict[TP, int] = {}
         self._moved = set()
-        if len(self._unread_last) > len(listed):  # groups gone: forget what they asked
-            names = {g.group for g in listed}
+        if len(self._unread_last) > len(listed) or len(self._partitions) > len(listed):
+            names = {g.group for g in listed}  # groups gone: forget what they asked
             self._unread_last = {g: v for g, v in self._unread_last.items() if g in names}
+            self._partitions = {g: v for g, v in list(self._partitions.items()) if g in names}
         batches = list(self._batches([g.group for g in listed]))
         # the next batch is read while this one is folded in: the JVM and the broker work
         # while Python computes, so a cycle costs about the larger of the two, not the sum
@@ -168,7 +173,7 @@ class OverviewWatcher:
             if self._stop.is_set():  # stopping: the rows keep their last values
                 break
             try:
-                readings, ends, starts = ahead.result()  # type: ignore[union-attr]
+                readings, ends, starts, partitions = ahead.result()  # type: ignore[union-attr]
             except Exception as exc:  # the rest of the rows keep their last values
                 log.warning("overview batch failed: %s", one_line(exc))
                 errors += 1
@@ -177,7 +182,7 @@ class OverviewWatcher:
             starts_cycle.update(starts)
             self._note_moved(ends, starts)
             ahead = self._read_ahead(batches, i + 1, ends_cycle)
-            times = (self._oldest_unread(readings, ends_cycle, starts_cycle)
+            times = (self._oldest_unread(readings, ends_cycle, starts_cycle, partitions)
                      if self.lag_seconds else {})
             counts = self.collector.known_topics()
             for r in readings:
@@ -228,25 +233,39 @@ class OverviewWatcher:
         return self._reading.submit(self._read_batch, batches[i], frozenset(known))
 
     def _read_batch(self, batch: list[str], known: frozenset[TP]
-                    ) -> tuple[list[GroupReading], dict[TP, int], dict[TP, int]]:
-        """The groups' readings, and the log ends and starts of the partitions they read
-        that are not `known` yet this cycle (each partition's once per cycle)."""
+                    ) -> tuple[list[GroupReading], dict[TP, int], dict[TP, int],
+                               dict[str, frozenset[TP]]]:
+        """The groups' readings, the log ends and starts of the partitions they read that
+        are not `known` yet this cycle (each partition's once per cycle), and each described
+        group's partitions."""
         readings = self.collector.read_groups(batch)
         topics = self.collector.topics()
         wanted: set[TP] = set()
+        partitions: dict[str, frozenset[TP]] = {}
         for r in readings:
             if r.description is None:
                 continue
-            mentioned = set(r.committed)
-            for m in r.description.members:
-                mentioned.update(m.assignment)
-            for t, p in mentioned:
+            mentioned = partitions[r.group] = self._partitions_of(r)
+            new = mentioned - known  # a known one was checked when it was first asked for
+            for t, p in new:
                 if p >= topics.get(t, 0):  # partitions added since the metadata was cached
                     topics = self.collector.topics(refresh=True)
                     break
-            wanted.update(tp for tp in mentioned if tp not in known and tp[0] in topics)
+            wanted.update(tp for tp in new if tp[0] in topics)
         ends, starts = self.collector.log_offsets(wanted) if wanted else ({}, {})
-        return readings, ends, starts
+        return readings, ends, starts, partitions
+
+    def _partitions_of(self, r: GroupReading) -> frozenset[TP]:
+        """The partitions the group commits on or its members own, kept while its commits
+        (the very dict) and members are the ones they were taken from."""
+        assert r.description is not None
+        members = r.description.members
+        kept = self._partitions.get(r.group)
+        if kept is not None and kept[0] is r.committed and kept[1] == members:
+            return kept[2]
+        tps = frozenset(r.committed).union(*(m.assignment for m in members))
+        self._partitions[r.group] = (r.committed, members, tps)
+        return tps
 
     def _note_moved(self, ends: Mapping[TP, int], starts: Mapping[TP, int]) -> None:
         """The partitions of a batch's new offsets whose end or start is not last cycle's."""
@@ -256,19 +275,27 @@ class OverviewWatcher:
                 self._moved.add(tp)
 
     def _oldest_unread(self, readings: list[GroupReading], ends: Mapping[TP, int],
-                       starts: Mapping[TP, int]) -> dict[str, dict[TP, int | None]]:
+                       starts: Mapping[TP, int],
+                       partitions: Mapping[str, frozenset[TP]] | None = None
+                       ) -> dict[str, dict[TP, int | None]]:
         """group -> partition -> broker timestamp of its first unprocessed record (None: only
         transaction markers left), as `Sampler.record_times` answers; a group whose commits,
-        partitions and their offsets are last cycle's has last cycle's answer."""
+        partitions and their offsets are last cycle's has last cycle's answer. `partitions`:
+        each group's, as `_read_batch` found them (else taken from the readings)."""
         out: dict[str, dict[TP, int | None]] = {}
         wanted: dict[str, dict[TP, tuple[int, int]]] = {}
-        asked: dict[str, tuple[Mapping[TP, int], set[TP]]] = {}
+        asked: dict[str, tuple[Mapping[TP, int], frozenset[TP]]] = {}
         for r in readings:
             if r.description is None:
                 continue
-            tps = set(r.committed).union(*(m.assignment for m in r.description.members))
+            tps = partitions.get(r.group) if partitions is not None else None
+            if tps is None:
+                tps = frozenset(r.committed).union(*(m.assignment
+                                                     for m in r.description.members))
             last = self._unread_last.get(r.group)
-            if last is not None and last[1] == tps and last[0] == r.committed \
+            # (an unchanged group's commits and partitions are the very objects: `is` first)
+            if last is not None and (last[1] is tps or last[1] == tps) \
+                    and (last[0] is r.committed or last[0] == r.committed) \
                     and self._moved.isdisjoint(tps) and ends.keys() >= tps:
                 if last[2]:
                     out[r.group] = last[2]

@@ -34,7 +34,7 @@ from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
 from backend.kafka.groups import TP, same_tp
 from backend.observer.derive import lag_and_since
-from backend.observer.evaluate import OffsetPoint, OffsetWindows, Rules
+from backend.observer.evaluate import OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
 
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Reconciling",
@@ -85,6 +85,11 @@ class _GroupMemory:
     times: Mapping[TP, int | None] | None = None
     tps: tuple[TP, ...] = ()
     settled: bool = False
+    # every partition the group commits on or owns, sorted, and the commits it was made from
+    # (by identity: the reader hands an unchanged group's very dict back): sorting them
+    # again for every group every cycle was a tenth of a busy cycle's fold
+    universe: tuple[TP, ...] = ()
+    universe_of: Mapping[TP, int] | None = None
 
 
 def _same_lag(last: tuple[int, int, float | None], now: int, total: int,
@@ -291,8 +296,13 @@ class OverviewModel:
         assert desc is not None
         reported = reading.reported_lag  # empty but for share groups: one lookup a partition
         owners = {tp: m.client_id for m in desc.members for tp in m.assignment}
-        tps = [tp for tp in sorted(set(reading.committed) | set(owners)) if tp in ends]
-        # partitions with no log end known (topic gone, or leaderless) are not counted
+        if reading.committed is not mem.universe_of or desc.members != mem.members:
+            mem.universe = tuple(sorted(set(reading.committed) | set(owners)))
+            mem.universe_of = reading.committed
+        tps = mem.universe
+        if not all(map(ends.__contains__, tps)):
+            # partitions with no log end known (topic gone, or leaderless) are not counted
+            tps = tuple(tp for tp in tps if tp in ends)
         before = last.partitions if last is not None else ()
         if len(before) != len(tps):
             before = ()
@@ -306,9 +316,10 @@ class OverviewModel:
             lag, since = lag_and_since(committed, end, start, times, tp, reported.get(tp))
             owner = owners.get(tp)
             was = before[i] if before else None
-            if was is not None and was.lag_messages == lag and was.committed == committed \
-                    and was.end == end and was.owner == owner and was.partition == tp[1] \
-                    and was.topic == tp[0] and windows.settled(tp):
+            same = was is not None and was.lag_messages == lag and was.committed == committed \
+                and was.end == end and was.owner == owner and was.partition == tp[1] \
+                and was.topic == tp[0]
+            if same and windows.settled(tp):
                 # nothing moved on a partition whose window is settled: its health stands
                 # and its window need not be fed (most partitions of a large cluster, most
                 # cycles: the fold's largest cost was feeding and judging them)
@@ -316,12 +327,16 @@ class OverviewModel:
                     tp[0], tp[1], committed, end, lag, since, was.health, owner))
                 continue
             fed = True
-            windows.add(tp, OffsetPoint(now, committed, lag))
-            health = windows.evaluate(tp, owned=owner is not None)
-            parts.append(PartitionLag(tp[0], tp[1], committed, end, lag, since, health, owner))
-        if mem.committed != reading.committed:  # equal commits: one dict kept (`seen`'s too)
+            health = windows.feed(tp, now, committed, lag, owned=owner is not None)
+            # a repeated reading whose verdict stands keeps its partition: making it again
+            # was a tenth of a busy cycle's fold
+            parts.append(was if same and was.health == health and was.unread_since_ms == since
+                         else PartitionLag(tp[0], tp[1], committed, end, lag, since, health,
+                                           owner))
+        if mem.committed is not reading.committed and mem.committed != reading.committed:
+            # equal commits: one dict kept (`seen`'s too)
             mem.committed = reading.committed
-        mem.members, mem.tps, mem.settled = desc.members, tuple(tps), not fed and not reported
+        mem.members, mem.tps, mem.settled = desc.members, tps, not fed and not reported
         return parts, owners
 
     @staticmethod
@@ -336,7 +351,8 @@ class OverviewModel:
         desc = reading.description
         assert desc is not None
         return mem.settled and last.error is None and times is mem.times \
-            and reading.committed == mem.committed and desc.members == mem.members \
+            and (reading.committed is mem.committed or reading.committed == mem.committed) \
+            and desc.members == mem.members \
             and moved.isdisjoint(mem.tps) and all(map(ends.__contains__, mem.tps)) \
             and len(last.partitions) == len(mem.tps)
 

@@ -66,11 +66,13 @@ def test_windows_slide_and_group_takes_the_worst():
 def test_the_windows_shortcut_for_unmoving_partitions_judges_as_the_rules_do():
     """`OffsetWindows` judges a window of repeated points in constant time; over random
     walks (repeats, moves, rewinds, missing commits, owned or not) it must agree with
-    `evaluate_partition` on the whole window at every step."""
+    `evaluate_partition` on the whole window at every step, and so must `feed` (a point
+    added and judged in one call) on windows of its own."""
     rng = random.Random(7)
     rules = Rules(window=5, min_points=3, min_span_ms=2000)
     for walk in range(300):
         windows = OffsetWindows(rules)
+        fed = OffsetWindows(rules)
         kept: list[OffsetPoint] = []
         committed: int | None = rng.choice([None, 10])
         lag = rng.randint(0, 3)
@@ -87,6 +89,8 @@ def test_the_windows_shortcut_for_unmoving_partitions_judges_as_the_rules_do():
             point = OffsetPoint(ts, committed, lag)
             windows.add(walk, point)
             kept = [*kept, point][-rules.window:]
+            owner = walk % 2 == 0
+            assert fed.feed(walk, *point, owned=owner) == evaluate_partition(kept, owner, rules)
             for owned in (True, False):
                 assert windows.evaluate(walk, owned) == evaluate_partition(kept, owned, rules), (
                     kept, owned)

@@ -52,7 +52,8 @@ def cycle(w: OverviewWatcher, readings: list[GroupReading], ends: dict, starts=N
     starts = starts or {}
     w._moved = set()
     w._note_moved(ends, starts)
-    out = w._oldest_unread(readings, ends, starts)
+    partitions = {r.group: w._partitions_of(r) for r in readings}
+    out = w._oldest_unread(readings, ends, starts, partitions)
     w._offsets_last = {tp: (e, starts.get(tp, 0)) for tp, e in ends.items()}
     return out
 
@@ -118,3 +119,18 @@ def test_a_failed_read_forgets_what_the_groups_asked(watcher, monkeypatch):
     assert cycle(w, [reading("g", {(T, 0): 11})], dict(ends)) == {}
     monkeypatch.setattr(w, "_read_times", times)
     assert cycle(w, [reading("g", {(T, 0): 11})], dict(ends)) == {"g": {(T, 0): 1011}}
+
+
+def test_a_groups_partitions_are_kept_while_its_commits_are_the_very_dict_and_its_members_repeat(
+        watcher):
+    w, _times = watcher
+    committed = {(T, 0): 1, (T, 1): 2}
+    empty = GroupDescription("g", "Empty", "classic", None, ())
+    first = w._partitions_of(GroupReading("g", 0, empty, committed))
+    assert first == {(T, 0), (T, 1)}
+    assert w._partitions_of(GroupReading("g", 1, empty, committed)) is first
+    # an equal dict that is not the same one, or a member owning more: taken again
+    equal = w._partitions_of(GroupReading("g", 2, empty, dict(committed)))
+    assert equal == first and equal is not first
+    owning = w._partitions_of(reading("g", committed, owned=((T, 2),)))
+    assert owning == {(T, 0), (T, 1), (T, 2)}
