@@ -36,6 +36,12 @@ from backend.observer.sample import Sampler
 
 log = logging.getLogger("groupscope.overview")
 PUBLISH_EVERY_S = 0.5  # during a cycle, how often the rows described so far are published
+# Batches read at once while one is folded. With one, the reading thread was a cycle's pole at
+# 65 000 groups once the fold got lighter: each batch's request, the JVM's answer and its
+# parse one after the other; with two, one batch's request overlaps the other's answer (a
+# batch's partitions not yet known to the other may have their log offsets read twice, early
+# in a cycle: harmless). bench/README.md, "The overview's reading thread".
+READ_AHEAD = 2
 
 Listener = Callable[[Overview], None]
 CYCLES_KEPT = 60
@@ -100,7 +106,8 @@ class OverviewWatcher:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overview-read")
+        self._reading = ThreadPoolExecutor(max_workers=READ_AHEAD,
+                                           thread_name_prefix="overview-read")
         relax_collector()
 
     # ---- readers ---------------------------------------------------------------------
@@ -165,15 +172,16 @@ class OverviewWatcher:
             self._unread_last = {g: v for g, v in self._unread_last.items() if g in names}
             self._partitions = {g: v for g, v in list(self._partitions.items()) if g in names}
         batches = list(self._batches([g.group for g in listed]))
-        # the next batch is read while this one is folded in: the JVM and the broker work
+        # the next batches are read while this one is folded in: the JVM and the broker work
         # while Python computes, so a cycle costs about the larger of the two, not the sum
-        ahead = self._read_ahead(batches, 0, ends_cycle)
+        ahead = deque(self._read_ahead(batches, j, ends_cycle)
+                      for j in range(min(READ_AHEAD, len(batches))))
         published = time.monotonic()
         for i in range(len(batches)):
             if self._stop.is_set():  # stopping: the rows keep their last values
                 break
             try:
-                readings, ends, starts, partitions = ahead.result()  # type: ignore[union-attr]
+                readings, ends, starts, partitions = ahead.popleft().result()
             except Exception as exc:  # the rest of the rows keep their last values
                 log.warning("overview batch failed: %s", one_line(exc))
                 errors += 1
@@ -181,7 +189,8 @@ class OverviewWatcher:
             ends_cycle.update(ends)
             starts_cycle.update(starts)
             self._note_moved(ends, starts)
-            ahead = self._read_ahead(batches, i + 1, ends_cycle)
+            if i + READ_AHEAD < len(batches):
+                ahead.append(self._read_ahead(batches, i + READ_AHEAD, ends_cycle))
             times = (self._oldest_unread(readings, ends_cycle, starts_cycle, partitions)
                      if self.lag_seconds else {})
             counts = self.collector.known_topics()
@@ -226,10 +235,8 @@ class OverviewWatcher:
                 yield order[i:i + self.batch]
 
     def _read_ahead(self, batches: list[list[str]], i: int, known: Mapping[TP, int]
-                    ) -> Future | None:
-        """Start reading batch `i` (None past the last), on the watcher's reading thread."""
-        if i >= len(batches):
-            return None
+                    ) -> Future:
+        """Start reading batch `i` on one of the watcher's reading threads."""
         return self._reading.submit(self._read_batch, batches[i], frozenset(known))
 
     def _read_batch(self, batch: list[str], known: frozenset[TP]
