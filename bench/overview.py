@@ -9,7 +9,8 @@ groups that dominate production clusters); four in five lag. Then a cold `Overvi
 - first screen: the first publication listing every group by name, and the first in which the
   visible rows are filled in (what the Groups page shows first);
 - every row: the end of the first cycle (every row described, lag in messages known);
-- per cycle: seconds and Admin API requests, and how many rows know their lag in seconds;
+- per cycle: seconds, how long the fold waited for the reading threads (near zero: the fold
+  is the cycle's pole), Admin API requests, and how many rows know their lag in seconds;
 - with `--traced`, the Python objects the watcher keeps after the cycles (tracemalloc, from
   the watcher's creation): what it holds per group once its windows and trends filled up
   (`--cycles 41` fills the windows' 10 points, the trend's 60 take 60). tracemalloc slows
@@ -105,10 +106,31 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str,
         return ov
 
     watcher._publish = spy  # type: ignore[method-assign]
+    # how long the fold waits for the reading threads each cycle: near zero, the fold is the
+    # cycle's pole; seconds, the reading is
+    waits: list[float] = []
+    read_ahead = watcher._read_ahead
+
+    def timed_ahead(batches, i, known):
+        future = read_ahead(batches, i, known)
+        result = future.result
+
+        def waited(*args):
+            t = time.perf_counter()
+            try:
+                return result(*args)
+            finally:
+                waits.append(time.perf_counter() - t)
+
+        future.result = waited
+        return future
+
+    watcher._read_ahead = timed_ahead  # type: ignore[method-assign]
     per_cycle = []
     try:
         for n in range(cycles):
             cpu = _cpu_s()
+            waits.clear()
             t = time.perf_counter()
             ov = watcher.refresh_once()
             seconds = time.perf_counter() - t
@@ -119,6 +141,7 @@ def run(settings, groups: int, cycles: int, visible: int, prefix: str,
             lagging = [r for r in rows if r.lag_messages]
             per_cycle.append({
                 "cycle": n + 1, "seconds": round(seconds, 2),
+                "fold_waited_s": round(sum(waits), 2),
                 "requests": ov.cycle.requests if ov.cycle else None,
                 "rows": len(rows), "described": sum(not r.pending for r in rows),
                 "errors": sum(r.error is not None for r in rows),
@@ -207,12 +230,13 @@ def main() -> int:
         kept = rss["traced_python_objects"]
         print(f"  Python objects kept   {kept} MiB ({kept * 2**20 / args.groups:.0f} bytes a "
               f"group, tracemalloc: this run's seconds are not comparable)")
-    print(f"{'cycle':>5} {'seconds':>8} {'requests':>9} {'described':>10} {'errors':>7} "
-          f"{'lagging':>8} {'lag s known':>11}   CPU s: {'python':>6} {'reader':>6} "
-          f"{'broker':>6}")
+    print(f"{'cycle':>5} {'seconds':>8} {'waited':>7} {'requests':>9} {'described':>10} "
+          f"{'errors':>7} {'lagging':>8} {'lag s known':>11}   CPU s: {'python':>6} "
+          f"{'reader':>6} {'broker':>6}")
     for c in result["cycles"]:
         cpu = c["cpu_s"]
-        print(f"{c['cycle']:>5} {c['seconds']:>8} {c['requests']!s:>9} {c['described']:>10} "
+        print(f"{c['cycle']:>5} {c['seconds']:>8} {c['fold_waited_s']:>7} {c['requests']!s:>9} "
+              f"{c['described']:>10} "
               f"{c['errors']:>7} {c['lagging']:>8} {c['lag_seconds_known']:>11}   "
               f"       {cpu['python']:>6} {cpu['reader_jvm']:>6} {cpu['broker']:>6}")
     if args.json:

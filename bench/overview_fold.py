@@ -120,7 +120,8 @@ def main() -> int:
     for name, r in ways.items():
         ratios = [r[k] / base[k] if r[k] and base[k] else None
                   for k in ("filling_median_s", "settled_median_s")]
-        cells = [f"{r[k]} s" + (f" ({x:.2f}x)" if x is not None else "")
+        cells = [("-" if r[k] is None else f"{r[k]:.2f} s")
+                 + (f" ({x:.2f}x)" if x is not None else "")
                  for k, x in zip(("filling_median_s", "settled_median_s"), ratios, strict=True)]
         print(f"{name:<28} {cells[0]:>22} {cells[1]:>22}")
         print(f"{'':<28} per cycle: " + " ".join(f"{s:.2f}" for s in r["per_cycle_s"]))

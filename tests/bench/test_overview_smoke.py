@@ -36,6 +36,7 @@ def test_overview_tiny(kafka, unique, tmp_path):
         # many groups per describe and per OffsetFetch: a handful of calls, not one a group
         assert 0 < cycle["requests"] < 30
         assert cycle["cpu_s"]["broker"] == 0  # the session's broker: no child of the bench
+        assert 0 <= cycle["fold_waited_s"] <= cycle["seconds"]
     first = data["cycles"][0]["cpu_s"]  # the watcher's first cycle and its JVM's start
     assert first["python"] > 0 and first["reader_jvm"] > 0
     assert data["cycles"][-1]["lag_seconds_known"] == 48
