@@ -40,7 +40,8 @@ PUBLISH_EVERY_S = 0.5  # during a cycle, how often the rows described so far are
 # 65 000 groups once the fold got lighter: each batch's request, the JVM's answer and its
 # parse one after the other; with two, one batch's request overlaps the other's answer (a
 # batch's partitions not yet known to the other may have their log offsets read twice, early
-# in a cycle: harmless). bench/README.md, "The overview's reading thread".
+# in a cycle: harmless). bench/README.md, "The overview at 65 000 groups: a lighter fold,
+# two batches read ahead".
 READ_AHEAD = 2
 
 Listener = Callable[[Overview], None]
@@ -288,17 +289,14 @@ class OverviewWatcher:
         """group -> partition -> broker timestamp of its first unprocessed record (None: only
         transaction markers left), as `Sampler.record_times` answers; a group whose commits,
         partitions and their offsets are last cycle's has last cycle's answer. `partitions`:
-        each group's, as `_read_batch` found them (else taken from the readings)."""
+        each group's, as `_read_batch` found them (`_partitions_of` for any missing)."""
         out: dict[str, dict[TP, int | None]] = {}
         wanted: dict[str, dict[TP, tuple[int, int]]] = {}
         asked: dict[str, tuple[Mapping[TP, int], frozenset[TP]]] = {}
         for r in readings:
             if r.description is None:
                 continue
-            tps = partitions.get(r.group) if partitions is not None else None
-            if tps is None:
-                tps = frozenset(r.committed).union(*(m.assignment
-                                                     for m in r.description.members))
+            tps = (partitions or {}).get(r.group) or self._partitions_of(r)
             last = self._unread_last.get(r.group)
             # (an unchanged group's commits and partitions are the very objects: `is` first)
             if last is not None and (last[1] is tps or last[1] == tps) \
