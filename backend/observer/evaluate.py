@@ -93,7 +93,11 @@ class OffsetWindows:
     (committed, lag) keeps that pair once, `(times, committed, lag)`: most partitions of a
     large cluster do not move between polls. Such a window is judged in constant time
     (`steady_health`), as is one whose trailing repeats (`_repeats`) cover it; points are
-    made again only to judge a window that moved."""
+    made again only to judge a window that moved.
+
+    When every window is such a one over the whole clock (`_uniform`), a poll that repeats
+    every partition's last point changes nothing but the clock: `repeat_all` advances it
+    alone, and the windows take its times when next read (`_ticks`, `_catch_up`)."""
 
     def __init__(self, rules: Rules = DEFAULT_RULES) -> None:
         self.rules = rules
@@ -101,6 +105,11 @@ class OffsetWindows:
         self._repeats: dict[Hashable, int] = {}
         self._clock: tuple[int, ...] = ()  # the last `window` poll times, oldest first
         self._clock_before: tuple[int, ...] = ()  # the clock before its newest time
+        # every window one repeated pair over the whole clock (None: not known since the
+        # last point added); and the repeats `repeat_all` added that the windows have not
+        # taken yet (their times are then the clock, their repeats that many more)
+        self._uniform: bool | None = None
+        self._ticks = 0
 
     def _times(self, before: tuple[int, ...] | None, ts: int) -> tuple[int, ...]:
         """The times of a window whose points were at `before` once a point at `ts` is
@@ -129,6 +138,9 @@ class OffsetWindows:
     def _add(self, partition: Hashable, ts: int, committed: int | None, lag: int
              ) -> tuple[tuple, int]:
         """The partition's window and trailing repeats once the point is in."""
+        if self._ticks:
+            self._catch_up()
+        self._uniform = None
         w = self._windows.get(partition)
         if w is None:
             w = self._windows[partition] = (self._times(None, ts), committed, lag)
@@ -148,7 +160,55 @@ class OffsetWindows:
         w = self._windows[partition] = (times, *(*values, committed, lag)[-2 * len(times):])
         return w, repeats
 
+    def repeat_all(self, ts: int) -> bool:
+        """`add` to every window a point at `ts` repeating its last one, in constant time,
+        when every window is one repeated (committed, lag) over the whole clock and the
+        point changes no window's verdict; False, with nothing added, otherwise. A verdict
+        of such a window is `steady_health`'s: it can change only where the clock's points or
+        span cross `min_points` or `min_span_ms`, for a lagging window (the fold of a group
+        whose readings repeat while its windows fill: bench/README.md, "Windows filling,
+        taken whole")."""
+        clock = self._clock
+        if not clock or ts <= clock[-1] or not self._windows:
+            return False
+        if self._uniform is None:
+            self._uniform = all(len(w) == 3 and (w[0] is clock or w[0] == clock)
+                                for w in self._windows.values())
+        if not self._uniform:
+            return False
+        after = (*clock, ts)[-self.rules.window:]
+        if self._judged(clock) != self._judged(after) \
+                and any(w[-1] for w in self._windows.values()):
+            return False
+        self._clock_before, self._clock = clock, after
+        self._ticks += 1
+        return True
+
+    def all_settled(self) -> bool:
+        """Every window is one repeated point over the whole clock and `settled`: known
+        without catching up, where `repeat_all` last found them all so."""
+        clock = self._clock
+        return self._uniform is True and len(clock) == self.rules.window \
+            and clock[-1] - clock[0] >= self.rules.min_span_ms
+
+    def _judged(self, times: tuple[int, ...]) -> bool:
+        """Whether a window of one repeated lagging point at `times` is judged (STALL or
+        STOP) rather than OK for too little evidence."""
+        return len(times) >= self.rules.min_points \
+            and times[-1] - times[0] >= self.rules.min_span_ms
+
+    def _catch_up(self) -> None:
+        """Give every window the points `repeat_all` added: the clock's times, and as many
+        more repeats."""
+        clock, ticks = self._clock, self._ticks
+        self._ticks = 0
+        for partition, w in self._windows.items():
+            self._windows[partition] = (clock, w[1], w[2])
+            self._repeats[partition] += ticks
+
     def evaluate(self, partition: Hashable, owned: bool) -> str:
+        if self._ticks:
+            self._catch_up()
         w = self._windows.get(partition)
         if not w:
             return OK
@@ -167,6 +227,8 @@ class OffsetWindows:
         another such point changes neither its verdict nor any later one (only its times,
         which then matter to no rule), so a caller whose readings repeat may skip feeding
         it. Its next different point then lands after the last one it was fed."""
+        if self._ticks:
+            self._catch_up()
         w = self._windows.get(partition)
         if w is None or len(w) != 3:
             return False
@@ -178,3 +240,4 @@ class OffsetWindows:
         self._windows.clear()
         self._repeats.clear()
         self._clock = self._clock_before = ()
+        self._uniform, self._ticks = None, 0

@@ -253,6 +253,9 @@ class OverviewModel:
         if moved is not None and last is not None and self._unmoved(
                 reading, mem, last, ends, moved, oldest_unread_ms):
             parts = last.partitions  # the very objects: their ages are kept as times
+            # windows filled by repeats alone settle as a fold would find them: from then on
+            # not even the clock moves
+            mem.settled = mem.settled or mem.windows.all_settled()
             total, topics = last.lag_messages or 0, last.topics
         else:
             parts, owners = self._fold(reading, mem, last, ends, starts, times, now)
@@ -345,16 +348,22 @@ class OverviewModel:
                  times: Mapping[TP, int | None] | None) -> bool:
         """Whether the reading repeats the last one on every input of its partitions: the
         same commits and members, the same record times (the watcher hands over the very
-        mapping it kept when it did not ask again), no log end or start moved, every window
-        settled. Then `_fold` would keep each partition's numbers and health and feed no
-        window; only the ages grow (most groups of a large cluster, most cycles)."""
+        mapping it kept when it did not ask again), no log end or start moved; and every
+        window settled, or every window one repeated point over the same polls whose next
+        repeat changes no verdict (the windows then take it in constant time: `repeat_all`,
+        the last step, the only one that changes anything). Then `_fold` would keep each
+        partition's numbers and health; only the ages grow (most groups of a large cluster,
+        most cycles, from their first readings on). Not a share group's repeat: its lag is
+        the broker's, not one of these inputs."""
         desc = reading.description
         assert desc is not None
-        return mem.settled and last.error is None and times is mem.times \
+        return last.error is None and times is mem.times \
             and (reading.committed is mem.committed or reading.committed == mem.committed) \
             and desc.members == mem.members \
             and moved.isdisjoint(mem.tps) and all(map(ends.__contains__, mem.tps)) \
-            and len(last.partitions) == len(mem.tps)
+            and len(last.partitions) == len(mem.tps) \
+            and (mem.settled or (not reading.reported_lag
+                 and mem.windows.repeat_all(reading.taken_ms)))
 
     def _track(self, reading: GroupReading, mem: _GroupMemory, ends: Mapping[TP, int],
                counts: Mapping[str, int], total: int, actions: Sequence[Action]) -> None:

@@ -96,6 +96,77 @@ def test_the_windows_shortcut_for_unmoving_partitions_judges_as_the_rules_do():
                     kept, owned)
 
 
+def test_a_repeat_added_to_every_window_at_once_judges_as_the_rules_do():
+    """`repeat_all` adds a repeated point to every window in constant time, or refuses;
+    over random polls that repeat every partition (tried at once), move some, or skip some,
+    every window must judge as `evaluate_partition` does on its own points, and the
+    windows fed point by point beside it must agree."""
+    rng = random.Random(13)
+    rules = Rules(window=5, min_points=3, min_span_ms=2000)
+    taken = refused = 0
+    for _walk in range(300):
+        windows, fed = OffsetWindows(rules), OffsetWindows(rules)
+        kept: dict[int, list[OffsetPoint]] = {}
+        state = {p: [rng.choice([None, 10]), rng.choice([0, 0, 2])] for p in range(3)}
+        ts = 0
+        for _ in range(rng.randint(1, 20)):
+            ts += rng.choice([300, 1000, 1000])
+            roll = rng.random()
+            if roll < 0.6 and kept and len(kept) == len(state):  # every partition repeats
+                before = {(p, owned): evaluate_partition(points, owned, rules)
+                          for p, points in kept.items() for owned in (True, False)}
+                if windows.repeat_all(ts):
+                    taken += 1
+                    # taken only where no verdict changes: a caller keeps the ones it has
+                    assert before == {(p, owned): evaluate_partition(
+                        [*points, OffsetPoint(ts, *points[-1][1:])][-rules.window:], owned,
+                        rules) for p, points in kept.items() for owned in (True, False)}
+                else:
+                    refused += 1
+                    for p, points in kept.items():
+                        windows.add(p, OffsetPoint(ts, *points[-1][1:]))
+                for p, points in kept.items():
+                    point = OffsetPoint(ts, *points[-1][1:])
+                    fed.add(p, point)
+                    kept[p] = [*points, point][-rules.window:]
+            else:
+                for p in [p for p in state if roll > 0.9 or rng.random() < 0.8]:
+                    if rng.random() < 0.3:
+                        state[p][0] = (state[p][0] or 0) + 1
+                    elif rng.random() < 0.2:
+                        state[p][1] = rng.randint(0, 3)
+                    point = OffsetPoint(ts, *state[p])
+                    windows.add(p, point)
+                    fed.add(p, point)
+                    kept[p] = [*kept.get(p, []), point][-rules.window:]
+            if rng.random() < 0.5:  # not after every poll: repeats taken one after another
+                continue                # are caught up with in one step when next read
+            for p, points in kept.items():
+                for owned in (True, False):
+                    expected = evaluate_partition(points, owned, rules)
+                    assert windows.evaluate(p, owned) == expected, (p, points, owned)
+                    assert fed.evaluate(p, owned) == expected
+        for p, points in kept.items():
+            assert windows.evaluate(p, True) == evaluate_partition(points, True, rules)
+    # both ways were walked: repeats taken at once, and refused (windows not one repeated
+    # point over the same polls, or a verdict about to change)
+    assert taken > 200 and refused > 200, (taken, refused)
+    # repeats taken at once leave the windows as feeding them would: one pair each, over
+    # one tuple of times shared by all
+    windows = OffsetWindows(rules)
+    for p in range(3):
+        windows.add(p, OffsetPoint(0, 10, 0))  # caught up: no verdict can change
+    assert all(windows.repeat_all(i * 1000) for i in range(1, 4))
+    assert not windows.all_settled()  # four points: not full yet
+    assert all(windows.repeat_all(i * 1000) for i in range(4, 8))
+    assert windows.all_settled() and windows.settled(1)
+    windows.add(0, OffsetPoint(8000, 10, 0))
+    assert not windows.all_settled()
+    assert [len(w) for w in windows._windows.values()] == [3, 3, 3]
+    assert windows._windows[1][0] is windows._windows[2][0] == (3000, 4000, 5000, 6000, 7000)
+    assert windows._windows[0][0] == (4000, 5000, 6000, 7000, 8000)
+
+
 def test_windows_fed_at_different_polls_judge_as_the_rules_do_and_share_their_times():
     """Partitions of one `OffsetWindows` share the poll times they were all fed at; random
     polls that feed only some (a partition without a known log end is skipped) must still

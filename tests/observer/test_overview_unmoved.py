@@ -84,12 +84,14 @@ def _cycles(cluster: Cluster, changes: dict[int, callable], n: int = 16
     return history, folded["calls"]
 
 
-def test_a_quiet_cluster_is_folded_until_its_windows_settle_then_taken_whole() -> None:
+def test_a_quiet_cluster_is_folded_only_where_a_verdict_can_change_then_taken_whole() -> None:
     history, folds = _cycles(Cluster(), {})
-    # folded while their windows fill (10 points) and once more to see them settled, and
-    # the share group (its lag is the broker's) always; from then on the others taken whole
-    window = 10
-    assert folds == 3 * (window + 1) + 16
+    # folded at their first reading; the two lagging ones once more at the third, when their
+    # windows first hold enough points to be judged (STOP, STALL); the share group (its lag
+    # is the broker's) always. Every other cycle, while the windows fill too, taken whole
+    assert folds == 3 + 2 + 16
+    assert history[2]["lagging"].health == "STOP"
+    assert history[1]["lagging"].health == "OK"  # two points: too little evidence
     caught, lagging = history[-1]["caught-up"], history[-1]["lagging"]
     assert caught.partitions is history[-2]["caught-up"].partitions
     # older by a step, yet the same partitions: their ages are kept as times
@@ -126,5 +128,42 @@ def test_every_input_that_moves_is_folded_again() -> None:
     assert history[14]["owned"].partitions[1].owner == "b"
     # every change folded the group it touched again, the untouched ones stayed whole:
     # lagging from 12 on, owned from 13 on, caught-up at 15 and 16, share always
-    assert folds == 3 * 11 + 6 + 5 + 2 + 18
+    assert folds == 3 + 2 + 6 + 5 + 2 + 18
     assert history[17]["caught-up"].partitions is history[16]["caught-up"].partitions
+
+
+def test_inputs_that_move_while_the_windows_fill_are_folded_as_every_partition_would_be(
+        ) -> None:
+    """The windows still filling: a group whose inputs repeat is taken whole in constant time
+    (its windows take the repeated point lazily), and one that moves is folded with every
+    point it was given, so the verdicts later on are those of the whole window."""
+    def commit_moves(c: Cluster) -> None:
+        c.committed["lagging"][("lagging-in", 0)] = 6
+        c.times["lagging"] = {**c.times["lagging"], ("lagging-in", 0): WRITTEN_MS + 6}
+
+    def end_moves(c: Cluster) -> None:
+        c.ends[("owned-in", 2)] = 21
+        c.moved.add(("owned-in", 2))
+
+    def caught_up_falls_behind(c: Cluster) -> None:
+        c.ends[("caught-up-in", 1)] = 25
+        c.moved.add(("caught-up-in", 1))
+        c.times["caught-up"] = {("caught-up-in", 1): WRITTEN_MS + 20}
+
+    history, folds = _cycles(Cluster(), {4: commit_moves, 5: end_moves,
+                                         6: caught_up_falls_behind}, n=24)
+
+    def health(cycle: int, group: str, partition: int) -> str:
+        return history[cycle][group].partitions[partition].health
+
+    # the moved commit keeps partition 0 OK (its offset moved, its lag shrank) until the
+    # window's points from before it slide out, ten polls on
+    assert [health(i, "lagging", 0) for i in (3, 4, 12, 13)] == ["STOP", "OK", "OK", "STOP"]
+    # the caught-up partition that fell behind is judged once its caught-up points are gone
+    assert [health(i, "caught-up", 1) for i in (6, 14, 15)] == ["OK", "OK", "STOP"]
+    assert health(23, "owned", 2) == "STALL"
+    # folded: each at its first reading and (the two lagging) its third; each moved group
+    # from its change until its moved window is one repeated point over ten polls, and
+    # once more to see its windows settled; the share group always
+    assert folds == (2 + 11) + (2 + 11) + (1 + 11) + 24
+    assert history[23]["caught-up"].partitions is history[22]["caught-up"].partitions
