@@ -75,6 +75,10 @@ class ClusterCollector:
         # each group's last committed-offsets answer, handed back to the reader so that an
         # unchanged one is neither sent nor parsed again (and stays the same object)
         self._offsets: dict[str, GroupOffsets] = {}
+        # the description of each group listed Empty, made once and handed out again while
+        # it stays so (a large cluster's groups are mostly Empty: one object each, not one
+        # a cycle)
+        self._empty: dict[str, GroupDescription] = {}
         self.partial = False  # the last listing missed a broker's groups
         self.cluster_id: str | None = None  # Kafka's, once the metadata has been read
         self.features: dict[str, int] | None = None  # finalized, read with the metadata
@@ -107,6 +111,8 @@ class ClusterCollector:
         if not keep:  # answers held for groups no longer listed are let go
             for gone in self._offsets.keys() - self._types.keys():
                 del self._offsets[gone]
+            for gone in self._empty.keys() - self._types.keys():
+                del self._empty[gone]
         return [Listed(g.group, g.state, g.type) for g in listed]
 
     def topics(self, refresh: bool = False) -> dict[str, int]:
@@ -169,8 +175,7 @@ class ClusterCollector:
         now = int(time.time() * 1000)
         for kind, members in by_type.items():
             described, read = answers[kind]
-            described = {**{g: GroupDescription(g, "Empty", self._types.get(g) or CLASSIC,
-                                                None, ()) for g in members if g in empty},
+            described = {**{g: self._empty_description(g) for g in members if g in empty},
                          **described}
             for gid in members:
                 desc = described.get(gid)
@@ -193,6 +198,14 @@ class ClusterCollector:
                     readings[gid] = GroupReading(gid, now, desc, offsets.committed,
                                                  reported_lag=offsets.lag)
         return [readings[g] for g in groups if g in readings]
+
+    def _empty_description(self, group: str) -> GroupDescription:
+        """An Empty group's description: no member, nothing but its type to say."""
+        kind = self._types.get(group) or CLASSIC
+        desc = self._empty.get(group)
+        if desc is None or desc.protocol != kind:
+            desc = self._empty[group] = GroupDescription(group, "Empty", kind, None, ())
+        return desc
 
     def log_offsets(self, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
         """Log-end and log-start offsets; partitions that fail (leaderless) are left out."""
