@@ -114,19 +114,19 @@ def lag_rate(times: Sequence[int], lags: Sequence[int],
         return None
     newest = times[-1]
     first = bisect_left(times, newest - span_ms)  # times ascend: the span is a tail
-    n = 0
+    n = len(times) - first
+    if n < 2 or newest - times[first] < 1000:
+        return None
+    if lags[-1] == lags[first] and lags[first:].count(lags[-1]) == n:
+        return 0.0  # a steady lag (most groups): the slope the sums below would give
     st = sv = stt = stv = 0.0
-    oldest = times[first] if first < len(times) else newest
     for i in range(first, len(times)):
         t, v = times[i], lags[i]
-        n += 1
         t -= newest  # centred near zero: no precision lost in t*t
         st += t
         sv += v
         stt += t * t
         stv += t * v
-    if n < 2 or newest - oldest < 1000:
-        return None
     var = stt - st * st / n
     if var <= 0:
         return None
@@ -256,12 +256,13 @@ class OverviewModel:
             # windows filled by repeats alone settle as a fold would find them: from then on
             # not even the clock moves
             mem.settled = mem.settled or mem.windows.all_settled()
-            total, topics = last.lag_messages or 0, last.topics
+            total, topics, health = last.lag_messages or 0, last.topics, last.health
         else:
             parts, owners = self._fold(reading, mem, last, ends, starts, times, now)
             mem.times = oldest_unread_ms
             total = sum(p.lag_messages for p in parts)
             topics = tuple(sorted({p.topic for p in parts} | {t for t, _ in owners}))
+            health = worst(p.health for p in parts)
         if mem.trend_lag and mem.trend_lag[-1] == total:
             total = mem.trend_lag[-1]
         mem.trend_ms = (*mem.trend_ms[1 - TREND_POINTS:], now)
@@ -279,7 +280,7 @@ class OverviewModel:
             topics=topics, lag_messages=total, max_lag_seconds=max_s,
             lag_trend=mem.trend_lag, lag_rate=rate,
             catch_up_seconds=catch_up_seconds(total, rate),
-            health=worst(p.health for p in parts),
+            health=health,
             rebalances_last_hour=sum(1 for t in mem.starts if t >= hour_ago),
             rebalances_24h=len(mem.starts),
             rebalance_times=tuple(t for t in mem.starts if t >= hour_ago),

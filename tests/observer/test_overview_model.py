@@ -42,6 +42,11 @@ def test_lag_rate_is_the_slope_over_the_last_minute_and_none_without_span():
     assert lag_rate([0, 10_000, 20_000], [100, 50, 0]) == pytest.approx(-5.0)
     # points older than the span do not bend the slope
     assert lag_rate([0, 100_000, 110_000], [10_000, 0, 10]) == pytest.approx(1.0)
+    # a steady lag over the span is no slope at all, whatever came before it; the same
+    # first and last lag with others between is a slope like any other
+    assert lag_rate([0, 10_000, 20_000], [7, 7, 7]) == 0.0
+    assert lag_rate([0, 100_000, 110_000, 120_000], [5, 9, 9, 9]) == 0.0
+    assert lag_rate([0, 10_000, 20_000, 30_000], [9, 5, 9, 9]) == pytest.approx(0.04)
 
 
 def test_catch_up_needs_a_shrinking_lag():

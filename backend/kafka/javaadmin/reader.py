@@ -277,17 +277,28 @@ class KafkaReader:
         calls = [(kind, what, groups) for what, wanted in (("describe", describe),
                                                            ("offsets", offsets))
                  for kind, groups in wanted.items() if groups]
-        with self._pool_lock:
-            if self._closed:
+
+        def call(kind: str, what: str, groups: Sequence[str]) -> dict:
+            return self.describe(list(groups), kind) if what == "describe" \
+                else self.offsets(list(groups), kind, known)
+
+        if len(calls) == 1:  # (one type's Empty groups: the usual batch of a large cluster)
+            if self._closed:  # made here, not handed to a thread and waited for
                 raise ReaderError("the Kafka reader is closed")
-            if self._pool is None:
-                # two kinds of call per group type, four types: never more than eight
-                self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kafka-read")
-            pool = self._pool
-        futures = {(kind, what): pool.submit(self.describe, list(groups), kind)
-                   if what == "describe" else pool.submit(self.offsets, list(groups), kind, known)
-                   for kind, what, groups in calls}
-        answers = {key: f.result() for key, f in futures.items()}
+            kind, what, groups = calls[0]
+            answers = {(kind, what): call(kind, what, groups)}
+        else:
+            with self._pool_lock:
+                if self._closed:
+                    raise ReaderError("the Kafka reader is closed")
+                if self._pool is None:
+                    # two kinds of call per group type, four types: never more than eight
+                    self._pool = ThreadPoolExecutor(max_workers=8,
+                                                    thread_name_prefix="kafka-read")
+                pool = self._pool
+            futures = {(kind, what): pool.submit(call, kind, what, groups)
+                       for kind, what, groups in calls}
+            answers = {key: f.result() for key, f in futures.items()}
         return {kind: (answers.get((kind, "describe"), {}), answers.get((kind, "offsets"), {}))
                 for kind in {*describe, *offsets}}
 
