@@ -38,11 +38,12 @@ log = logging.getLogger("groupscope.overview")
 PUBLISH_EVERY_S = 0.5  # during a cycle, how often the rows described so far are published
 # Batches read at once while one is folded. With one, the reading thread was a cycle's pole at
 # 65 000 groups once the fold got lighter: each batch's request, the JVM's answer and its
-# parse one after the other; with two, one batch's request overlaps the other's answer (a
-# batch's partitions not yet known to the other may have their log offsets read twice, early
-# in a cycle: harmless). bench/README.md, "The overview at 65 000 groups: a lighter fold,
-# two batches read ahead".
-READ_AHEAD = 2
+# parse one after the other. With more, one batch's request overlaps another's answer; with
+# the fold lighter again, two still left the fold waiting a second a cycle, three a third of
+# that (a batch's partitions not yet known to another in flight may have their log offsets
+# read twice, early in a cycle: harmless). The first batch, the visible rows, is read alone.
+# bench/README.md, "The overview at 65 000 groups: windows filling, taken whole".
+READ_AHEAD = 3
 
 Listener = Callable[[Overview], None]
 CYCLES_KEPT = 60
@@ -174,9 +175,10 @@ class OverviewWatcher:
             self._partitions = {g: v for g, v in list(self._partitions.items()) if g in names}
         batches = list(self._batches([g.group for g in listed]))
         # the next batches are read while this one is folded in: the JVM and the broker work
-        # while Python computes, so a cycle costs about the larger of the two, not the sum
-        ahead = deque(self._read_ahead(batches, j, ends_cycle)
-                      for j in range(min(READ_AHEAD, len(batches))))
+        # while Python computes, so a cycle costs about the larger of the two, not the sum;
+        # the first batch (the rows a page shows) is read alone, so that it answers soonest
+        ahead = deque([self._read_ahead(batches, 0, ends_cycle)] if batches else [])
+        asked = len(ahead)
         published = time.monotonic()
         for i in range(len(batches)):
             if self._stop.is_set():  # stopping: the rows keep their last values
@@ -190,8 +192,9 @@ class OverviewWatcher:
             ends_cycle.update(ends)
             starts_cycle.update(starts)
             self._note_moved(ends, starts)
-            if i + READ_AHEAD < len(batches):
-                ahead.append(self._read_ahead(batches, i + READ_AHEAD, ends_cycle))
+            while asked < len(batches) and len(ahead) < READ_AHEAD:
+                ahead.append(self._read_ahead(batches, asked, ends_cycle))
+                asked += 1
             times = (self._oldest_unread(readings, ends_cycle, starts_cycle, partitions)
                      if self.lag_seconds else {})
             counts = self.collector.known_topics()

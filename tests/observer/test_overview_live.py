@@ -77,6 +77,11 @@ def test_hundreds_of_groups_fill_in_and_live_groups_of_both_protocols_are_descri
             assert row.lag_messages == expected, row
             assert not row.own and row.error is None
             assert row.max_lag_seconds is None or row.max_lag_seconds >= 0
+        # an Empty group's description is made once, then handed out again while it stays so
+        empty = [f"{prefix}{i:04d}" for i in (0, 7)]
+        once, again = (watcher.collector.read_groups(empty) for _ in range(2))
+        assert [r.description.state for r in again] == ["Empty", "Empty"]
+        assert all(a.description is b.description for a, b in zip(once, again, strict=True))
 
         # lag in seconds from the record timestamps, not a guess: read within each cycle's
         # budget, cached, so every lagging row knows it after a few cycles at most
