@@ -81,6 +81,9 @@ def steady_health(first_ts_ms: int, last_ts_ms: int, points: int, lag: int, owne
     return STALL if owned else STOP
 
 
+REPEATED, REJUDGED = 1, 2  # what `OffsetWindows.repeat_all` did (0: nothing)
+
+
 class OffsetWindows:
     """Per-partition sliding windows, fed once per poll (the evaluator's storage). A key is a
     partition number (one group, one topic) or a (topic, partition) pair (the overview).
@@ -160,29 +163,35 @@ class OffsetWindows:
         w = self._windows[partition] = (times, *(*values, committed, lag)[-2 * len(times):])
         return w, repeats
 
-    def repeat_all(self, ts: int) -> bool:
+    def repeat_all(self, ts: int) -> int:
         """`add` to every window a point at `ts` repeating its last one, in constant time,
-        when every window is one repeated (committed, lag) over the whole clock and the
-        point changes no window's verdict; False, with nothing added, otherwise. A verdict
+        when every window is one repeated (committed, lag) over the whole clock: REPEATED when
+        no window's verdict changes, REJUDGED when lagging windows' do (read each with
+        `steady_verdict`); 0, with nothing added, when the windows are not all so. A verdict
         of such a window is `steady_health`'s: it can change only where the clock's points or
-        span cross `min_points` or `min_span_ms`, for a lagging window (the fold of a group
-        whose readings repeat while its windows fill: bench/README.md, "Windows filling,
-        taken whole")."""
+        span cross `min_points` or `min_span_ms` (the fold of a group whose readings repeat
+        while its windows fill: bench/README.md, "The overview at 65 000 groups: windows
+        filling, taken whole")."""
         clock = self._clock
         if not clock or ts <= clock[-1] or not self._windows:
-            return False
+            return 0
         if self._uniform is None:
             self._uniform = all(len(w) == 3 and (w[0] is clock or w[0] == clock)
                                 for w in self._windows.values())
         if not self._uniform:
-            return False
+            return 0
         after = (*clock, ts)[-self.rules.window:]
-        if self._judged(clock) != self._judged(after) \
-                and any(w[-1] for w in self._windows.values()):
-            return False
+        stood = self._judged(clock) == self._judged(after) \
+            or not any(w[-1] for w in self._windows.values())
         self._clock_before, self._clock = clock, after
         self._ticks += 1
-        return True
+        return REPEATED if stood else REJUDGED
+
+    def steady_verdict(self, lag: int, owned: bool) -> str:
+        """The verdict of a window holding `lag`, while every window is one repeated point
+        over the whole clock (after `repeat_all` took a point)."""
+        clock = self._clock
+        return steady_health(clock[0], clock[-1], len(clock), lag, owned, self.rules)
 
     def all_settled(self) -> bool:
         """Every window is one repeated point over the whole clock and `settled`: known

@@ -34,7 +34,7 @@ from backend.history.frames import frame_from
 from backend.history.store import GroupLag, Seed
 from backend.kafka.groups import TP, same_tp
 from backend.observer.derive import lag_and_since
-from backend.observer.evaluate import OffsetWindows, Rules
+from backend.observer.evaluate import REJUDGED, REPEATED, OffsetWindows, Rules
 from backend.observer.overview_collect import GroupReading, Listed
 
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Reconciling",
@@ -250,13 +250,23 @@ class OverviewModel:
         mem = self._remember(reading.group)
         times = oldest_unread_ms or {}
         last = self._rows.get(reading.group)
+        taken = 0
         if moved is not None and last is not None and self._unmoved(
                 reading, mem, last, ends, moved, oldest_unread_ms):
+            # settled windows are not fed; filling ones take the repeat in constant time (not
+            # a share group's: its lag is the broker's, not one of the inputs compared)
+            taken = REPEATED if mem.settled else \
+                0 if reading.reported_lag else mem.windows.repeat_all(now)
+        if taken:
             parts = last.partitions  # the very objects: their ages are kept as times
+            health = last.health
+            if taken == REJUDGED:  # enough points now to judge the lagging partitions
+                parts = tuple(self._rejudged(parts, mem.windows))
+                health = worst(p.health for p in parts)
             # windows filled by repeats alone settle as a fold would find them: from then on
             # not even the clock moves
             mem.settled = mem.settled or mem.windows.all_settled()
-            total, topics, health = last.lag_messages or 0, last.topics, last.health
+            total, topics = last.lag_messages or 0, last.topics
         else:
             parts, owners = self._fold(reading, mem, last, ends, starts, times, now)
             mem.times = oldest_unread_ms
@@ -349,22 +359,28 @@ class OverviewModel:
                  times: Mapping[TP, int | None] | None) -> bool:
         """Whether the reading repeats the last one on every input of its partitions: the
         same commits and members, the same record times (the watcher hands over the very
-        mapping it kept when it did not ask again), no log end or start moved; and every
-        window settled, or every window one repeated point over the same polls whose next
-        repeat changes no verdict (the windows then take it in constant time: `repeat_all`,
-        the last step, the only one that changes anything). Then `_fold` would keep each
-        partition's numbers and health; only the ages grow (most groups of a large cluster,
-        most cycles, from their first readings on). Not a share group's repeat: its lag is
-        the broker's, not one of these inputs."""
+        mapping it kept when it did not ask again), no log end or start moved. Then `_fold`
+        would keep each partition's numbers, and its health where its window is settled or
+        takes the repeat in constant time (`OffsetWindows.repeat_all`); only the ages grow
+        (most groups of a large cluster, most cycles, from their first readings on)."""
         desc = reading.description
         assert desc is not None
         return last.error is None and times is mem.times \
             and (reading.committed is mem.committed or reading.committed == mem.committed) \
             and desc.members == mem.members \
             and moved.isdisjoint(mem.tps) and all(map(ends.__contains__, mem.tps)) \
-            and len(last.partitions) == len(mem.tps) \
-            and (mem.settled or (not reading.reported_lag
-                 and mem.windows.repeat_all(reading.taken_ms)))
+            and len(last.partitions) == len(mem.tps)
+
+    @staticmethod
+    def _rejudged(parts: Iterable[PartitionLag], windows: OffsetWindows
+                  ) -> Iterable[PartitionLag]:
+        """The partitions with their windows' verdicts, once every window took a repeat that
+        changed a verdict: each is its window's steady verdict, read from its lag and owner."""
+        for p in parts:
+            health = windows.steady_verdict(p.lag_messages, p.owner is not None)
+            yield p if health == p.health else PartitionLag(
+                p.topic, p.partition, p.committed, p.end, p.lag_messages, p.unread_since_ms,
+                health, p.owner)
 
     def _track(self, reading: GroupReading, mem: _GroupMemory, ends: Mapping[TP, int],
                counts: Mapping[str, int], total: int, actions: Sequence[Action]) -> None:

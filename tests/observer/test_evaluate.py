@@ -6,6 +6,8 @@ import random
 
 from backend.contracts.overview import worst
 from backend.observer.evaluate import (
+    REJUDGED,
+    REPEATED,
     OffsetPoint,
     OffsetWindows,
     Rules,
@@ -100,10 +102,11 @@ def test_a_repeat_added_to_every_window_at_once_judges_as_the_rules_do():
     """`repeat_all` adds a repeated point to every window in constant time, or refuses;
     over random polls that repeat every partition (tried at once), move some, or skip some,
     every window must judge as `evaluate_partition` does on its own points, and the
-    windows fed point by point beside it must agree."""
+    windows fed point by point beside it must agree. What it says it did must hold: no
+    verdict changed (REPEATED), or each verdict is `steady_verdict`'s (REJUDGED)."""
     rng = random.Random(13)
     rules = Rules(window=5, min_points=3, min_span_ms=2000)
-    taken = refused = 0
+    taken = refused = rejudged = 0
     for _walk in range(300):
         windows, fed = OffsetWindows(rules), OffsetWindows(rules)
         kept: dict[int, list[OffsetPoint]] = {}
@@ -115,12 +118,20 @@ def test_a_repeat_added_to_every_window_at_once_judges_as_the_rules_do():
             if roll < 0.6 and kept and len(kept) == len(state):  # every partition repeats
                 before = {(p, owned): evaluate_partition(points, owned, rules)
                           for p, points in kept.items() for owned in (True, False)}
-                if windows.repeat_all(ts):
+                did = windows.repeat_all(ts)
+                if did:
                     taken += 1
-                    # taken only where no verdict changes: a caller keeps the ones it has
-                    assert before == {(p, owned): evaluate_partition(
+                    after = {(p, owned): evaluate_partition(
                         [*points, OffsetPoint(ts, *points[-1][1:])][-rules.window:], owned,
                         rules) for p, points in kept.items() for owned in (True, False)}
+                    if did == REPEATED:  # a caller keeps the verdicts it has
+                        assert before == after
+                    else:  # a caller reads them again, from each partition's lag
+                        assert did == REJUDGED and before != after
+                        rejudged += 1
+                        assert after == {(p, owned): windows.steady_verdict(
+                            points[-1].lag, owned) for p, points in kept.items()
+                            for owned in (True, False)}
                 else:
                     refused += 1
                     for p, points in kept.items():
@@ -150,7 +161,7 @@ def test_a_repeat_added_to_every_window_at_once_judges_as_the_rules_do():
             assert windows.evaluate(p, True) == evaluate_partition(points, True, rules)
     # both ways were walked: repeats taken at once, and refused (windows not one repeated
     # point over the same polls, or a verdict about to change)
-    assert taken > 200 and refused > 200, (taken, refused)
+    assert taken > 200 and refused > 200 and rejudged > 20, (taken, refused, rejudged)
     # repeats taken at once leave the windows as feeding them would: one pair each, over
     # one tuple of times shared by all
     windows = OffsetWindows(rules)

@@ -86,10 +86,10 @@ def _cycles(cluster: Cluster, changes: dict[int, callable], n: int = 16
 
 def test_a_quiet_cluster_is_folded_only_where_a_verdict_can_change_then_taken_whole() -> None:
     history, folds = _cycles(Cluster(), {})
-    # folded at their first reading; the two lagging ones once more at the third, when their
-    # windows first hold enough points to be judged (STOP, STALL); the share group (its lag
-    # is the broker's) always. Every other cycle, while the windows fill too, taken whole
-    assert folds == 3 + 2 + 16
+    # folded at their first reading alone, and the share group (its lag is the broker's)
+    # always; every other cycle, while the windows fill too, taken whole, the lagging ones
+    # judged again at the third without a fold, when their windows first hold enough points
+    assert folds == 3 + 16
     assert history[2]["lagging"].health == "STOP"
     assert history[1]["lagging"].health == "OK"  # two points: too little evidence
     caught, lagging = history[-1]["caught-up"], history[-1]["lagging"]
@@ -128,7 +128,7 @@ def test_every_input_that_moves_is_folded_again() -> None:
     assert history[14]["owned"].partitions[1].owner == "b"
     # every change folded the group it touched again, the untouched ones stayed whole:
     # lagging from 12 on, owned from 13 on, caught-up at 15 and 16, share always
-    assert folds == 3 + 2 + 6 + 5 + 2 + 18
+    assert folds == 3 + 6 + 5 + 2 + 18
     assert history[17]["caught-up"].partitions is history[16]["caught-up"].partitions
 
 
@@ -162,8 +162,8 @@ def test_inputs_that_move_while_the_windows_fill_are_folded_as_every_partition_w
     # the caught-up partition that fell behind is judged once its caught-up points are gone
     assert [health(i, "caught-up", 1) for i in (6, 14, 15)] == ["OK", "OK", "STOP"]
     assert health(23, "owned", 2) == "STALL"
-    # folded: each at its first reading and (the two lagging) its third; each moved group
-    # from its change until its moved window is one repeated point over ten polls, and
-    # once more to see its windows settled; the share group always
-    assert folds == (2 + 11) + (2 + 11) + (1 + 11) + 24
+    # folded: each at its first reading; each moved group from its change until its moved
+    # window is one repeated point over ten polls, and once more to see its windows
+    # settled; the share group always
+    assert folds == (1 + 11) + (1 + 11) + (1 + 11) + 24
     assert history[23]["caught-up"].partitions is history[22]["caught-up"].partitions
