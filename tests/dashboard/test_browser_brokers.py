@@ -57,6 +57,7 @@ def test_lanes_show_leader_and_isr_and_a_killed_broker_is_down_everywhere(
             except TimeoutError:
                 save_shot(page, artifacts_dir / "brokers-failed.png")
                 print("lanes seen:", lanes(page))
+                print(members.report())
                 raise
             leaders = {lane["partition"]: lane["kafka"].split(" ")[0] for lane in before}
             assert set(leaders.values()) <= {"L1", "L2", "L3"}

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,14 +88,28 @@ class Members:
         self.settings, self.group, self.topic = settings, group, topic
         self.protocol, self.assignor, self.extra = protocol, assignor, extra or {}
         self.procs: dict[str, subprocess.Popen] = {}
+        # each member's output (its assignments, librdkafka's complaints), for `report`
+        self._logs = Path(tempfile.mkdtemp(prefix="gs-members-"))
 
     def start(self, client_id: str) -> subprocess.Popen:
         cmd = [sys.executable, str(MEMBER), self.settings.bootstrap, self.group, self.topic,
                client_id, self.protocol, self.assignor or "-", json.dumps(self.extra)]
-        proc = spawn(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True)
+        with (self._logs / f"{client_id}.log").open("ab") as log:
+            proc = spawn(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
         self.procs[client_id] = proc
         return proc
+
+    def report(self, lines: int = 15) -> str:
+        """Each member's state and the last lines it wrote: what a test prints when the
+        group did not become what it waited for."""
+        out = []
+        for client_id, proc in self.procs.items():
+            log = self._logs / f"{client_id}.log"
+            tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+            state = "running" if proc.poll() is None else f"exited {proc.returncode}"
+            out.append(f"member {client_id} ({state}):\n  " + "\n  ".join(tail))
+        return "\n".join(out)
 
     def kill(self, client_id: str) -> None:
         proc = self.procs.pop(client_id)
@@ -115,6 +131,7 @@ class Members:
         for proc in self.procs.values():
             proc.wait(10)
         self.procs.clear()
+        shutil.rmtree(self._logs, ignore_errors=True)
 
 
 @pytest.fixture

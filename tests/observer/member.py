@@ -41,7 +41,8 @@ def main() -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
     consumer = Consumer(conf)
-    consumer.subscribe([topic])
+    consumer.subscribe([topic], on_assign=lambda _c, parts: print(
+        "assigned", sorted(p.partition for p in parts), flush=True))
     print("subscribed", flush=True)
     try:
         while not stopping.is_set():
