@@ -181,7 +181,9 @@ class OffsetWindows:
         if not self._uniform:
             return 0
         after = (*clock, ts)[-self.rules.window:]
-        stood = self._judged(clock) == self._judged(after) \
+        # a lagging window's verdict, owned say, before and after: the same or not for all
+        stood = steady_health(clock[0], clock[-1], len(clock), 1, True, self.rules) \
+            == steady_health(after[0], after[-1], len(after), 1, True, self.rules) \
             or not any(w[-1] for w in self._windows.values())
         self._clock_before, self._clock = clock, after
         self._ticks += 1
@@ -196,15 +198,11 @@ class OffsetWindows:
     def all_settled(self) -> bool:
         """Every window is one repeated point over the whole clock and `settled`: known
         without catching up, where `repeat_all` last found them all so."""
-        clock = self._clock
-        return self._uniform is True and len(clock) == self.rules.window \
-            and clock[-1] - clock[0] >= self.rules.min_span_ms
+        return self._uniform is True and self._full(self._clock)
 
-    def _judged(self, times: tuple[int, ...]) -> bool:
-        """Whether a window of one repeated lagging point at `times` is judged (STALL or
-        STOP) rather than OK for too little evidence."""
-        return len(times) >= self.rules.min_points \
-            and times[-1] - times[0] >= self.rules.min_span_ms
+    def _full(self, times: tuple[int, ...]) -> bool:
+        """A window's times that `settled` asks for: all `window` points, over `min_span_ms`."""
+        return len(times) == self.rules.window and times[-1] - times[0] >= self.rules.min_span_ms
 
     def _catch_up(self) -> None:
         """Give every window the points `repeat_all` added: the clock's times, and as many
@@ -241,9 +239,7 @@ class OffsetWindows:
         w = self._windows.get(partition)
         if w is None or len(w) != 3:
             return False
-        times = w[0]
-        return len(times) == self.rules.window \
-            and times[-1] - times[0] >= self.rules.min_span_ms
+        return self._full(w[0])
 
     def reset(self) -> None:
         self._windows.clear()
